@@ -1,0 +1,26 @@
+"""attn: compute attention, softmax(QKᵀ/√d_k)V, on your own matrices.
+
+Python API::
+
+    from attncli import attention
+    output, weights = attention(q, k, v)             # [n_q, d_v], [n_q, n_k]
+
+numpy is imported on first use, so ``attn --help`` stays fast. The maths
+live in ``attncli.maths`` (not ``attncli.attention``, which would shadow the
+function of that name).
+"""
+
+__version__ = "0.1.0"
+__all__ = ["attention", "attention_steps", "softmax", "causal_mask", "AttnError"]
+
+
+def __getattr__(name: str):
+    if name in ("attention", "attention_steps", "softmax", "causal_mask"):
+        from attncli import maths
+
+        return getattr(maths, name)
+    if name == "AttnError":
+        from attncli.errors import AttnError
+
+        return AttnError
+    raise AttributeError(f"module 'attncli' has no attribute {name!r}")

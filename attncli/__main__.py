@@ -1,0 +1,5 @@
+"""``python -m attncli`` runs the ``attn`` command."""
+
+from attncli.cli import main
+
+main()

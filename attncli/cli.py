@@ -1,0 +1,113 @@
+"""The ``attn`` command line: the Typer app, its commands, and the one place
+where errors become a line on stderr and an exit code.
+
+Exit codes: 0 success, 1 bad data, 2 bad usage, 130 Ctrl-C, 141 closed pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import typer
+from typer.core import TyperGroup
+
+from attncli import __version__
+from attncli.errors import AttnError
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `attn ... | head`
+
+# Typer 0.29 vendors its own Click; find its exception classes through the
+# public ones, so this works with either.
+UsageError = typer.BadParameter.__mro__[1]
+ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+def report(message: str) -> None:
+    """The one-line error format: ``attn: error: FILE:LINE: what (hint)``."""
+    sys.stderr.write(f"attn: error: {message}\n")
+
+
+class AttnGroup(TyperGroup):
+    """Typer's group, with every failure reduced to one line and an exit code."""
+
+    def invoke(self, ctx: typer.Context):
+        try:
+            return super().invoke(ctx)
+        except AttnError as e:
+            report(str(e))
+            raise typer.Exit(e.exit_code) from None
+        except BrokenPipeError:
+            # The reader went away (`attn ... | head`): stop quietly, and keep
+            # Python from complaining when it flushes stdout at exit.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, sys.stdout.fileno())
+            except (OSError, ValueError):  # not a real file (tests)
+                pass
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            result = super().main(
+                args=args, prog_name=prog_name or "attn", complete_var=complete_var,
+                standalone_mode=False, **extra,
+            )
+            code = result if isinstance(result, int) else 0
+        except ClickException as e:
+            message = e.format_message().replace("Value error, ", "").rstrip(".")
+            if not message:  # `attn` alone: the help was shown, nothing went wrong
+                code = 0
+            else:
+                command = e.ctx.command_path if getattr(e, "ctx", None) else "attn"
+                hint = f" (see '{command} --help')" if isinstance(e, UsageError) else ""
+                report(message + hint)
+                code = e.exit_code
+        except typer.Abort:
+            code = 130
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
+
+app = typer.Typer(
+    cls=AttnGroup,
+    name="attn",
+    help="Compute attention, softmax(QKᵀ/√d_k)V, on your own matrices and see every step.",
+    no_args_is_help=True,
+    add_completion=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"attn {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Print the version and exit."),
+) -> None:
+    """Compute attention, softmax(QKᵀ/√d_k)V, on your own matrices and see every step.
+
+    Matrices come from CSV, TSV, NPY, NPZ, YAML or JSON files, or '-' for stdin.
+    On a terminal you get tables and heatmaps; in a pipe, JSON.
+    """
+
+
+def _register() -> None:
+    from attncli.commands import run
+
+    app.command("run", epilog=run.EXAMPLES)(run.run)
+
+
+_register()
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,1 @@
+"""One module per ``attn`` command; ``common`` holds what they share."""

@@ -1,0 +1,126 @@
+"""What every command shares: reading named inputs (``-`` is stdin), choosing
+the output format, and writing a result once, as a table or as data."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+from attncli.errors import AttnError, UsageError
+
+STDIN = "-"
+
+
+class Format(str, Enum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+    tsv = "tsv"
+    npy = "npy"
+
+
+FormatOption = Annotated[
+    Optional[Format],
+    typer.Option(
+        "--format", "-f",
+        help="table, json, csv, tsv or npy. Default: table on a terminal, json in a pipe. "
+             "csv/tsv/npy write the one matrix chosen by --emit.",
+        show_default=False,
+    ),
+]
+PrecisionOption = Annotated[
+    int, typer.Option("--precision", "-p", min=0, max=17, help="Decimals shown in tables (data formats are exact).")
+]
+
+
+def read_bytes(name: str) -> bytes:
+    """The whole input named on the command line; ``-`` is stdin."""
+    if name == STDIN:
+        return sys.stdin.buffer.read()
+    try:
+        with open(name, "rb") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise AttnError("no such file", source=name) from None
+    except IsADirectoryError:
+        raise AttnError("is a directory, expected a file", source=name) from None
+    except PermissionError:
+        raise AttnError("permission denied", source=name) from None
+    except OSError as e:
+        raise AttnError(f"cannot read: {e.strerror or e}", source=name) from None
+
+
+def source_name(name: str) -> str:
+    return "<stdin>" if name == STDIN else name
+
+
+def check_stdin_once(names: list[Optional[str]]) -> None:
+    """stdin can be read once: refuse a command line that names it twice."""
+    if sum(1 for n in names if n == STDIN) > 1:
+        raise UsageError("stdin ('-') is named more than once, but can be read only once",
+                         hint="save all but one input to a file")
+
+
+@dataclass
+class Emitted:
+    """One matrix a data format may write: values and optional labels."""
+
+    values: Any
+    row_labels: Optional[list[str]] = None
+    col_labels: Optional[list[str]] = None
+
+
+@dataclass
+class Result:
+    """What a command produced, ready for any output format."""
+
+    data: dict  # the JSON object
+    view: Any  # a Rich renderable for the terminal
+    matrices: dict[str, Emitted] = field(default_factory=dict)  # for --emit
+
+
+def choose_format(fmt: Optional[Format]) -> Format:
+    if fmt is not None:
+        return fmt
+    return Format.table if sys.stdout.isatty() else Format.json
+
+
+def emit(result: Result, fmt: Optional[Format], which: str = "output") -> None:
+    """Write the result to stdout once, in the chosen format."""
+    from attncli import writers
+
+    fmt = choose_format(fmt)
+    if fmt is Format.table:
+        console = _console()
+        console.print(result.view)
+        return
+    if fmt is Format.json:
+        writers.write_json(sys.stdout, result.data)
+        sys.stdout.flush()
+        return
+    matrix = result.matrices[which]
+    if fmt is Format.npy:
+        if sys.stdout.isatty():
+            raise UsageError("refusing to write binary NPY to a terminal", hint="redirect it: > out.npy")
+        writers.write_npy(sys.stdout.buffer, matrix.values)
+        sys.stdout.buffer.flush()
+        return
+    delimiter = "," if fmt is Format.csv else "\t"
+    writers.write_delimited(sys.stdout, matrix.values, matrix.row_labels, matrix.col_labels, delimiter)
+    sys.stdout.flush()
+
+
+def _console():
+    """A terminal console, or for an explicit ``--format table`` into a pipe,
+    a plain one wide enough that nothing wraps or is cut."""
+    from rich.console import Console
+
+    if sys.stdout.isatty():
+        return Console(highlight=False)
+    width = int(os.environ.get("COLUMNS", 0)) or 1000
+    return Console(file=sys.stdout, width=width, highlight=False, color_system=None)

@@ -1,0 +1,50 @@
+"""Errors a user can fix. The library raises them; only the CLI prints them.
+
+Each renders as one line, ``FILE:LINE: what is wrong (hint)``, so that the CLI
+can print ``attn: error: <that line>`` and exit with ``exit_code``.
+"""
+
+from __future__ import annotations
+
+
+class AttnError(Exception):
+    """Bad data: a file, a value or a shape the tool cannot use (exit 1)."""
+
+    exit_code = 1
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str | None = None,
+        line: int | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.source = source
+        self.line = line
+        self.hint = hint
+
+    def located(self, source: str | None = None, line: int | None = None) -> "AttnError":
+        """Fill in where the error happened, keeping what is already known."""
+        self.source = self.source or source
+        self.line = self.line if self.line is not None else line
+        return self
+
+    def __str__(self) -> str:
+        where = ""
+        if self.source:
+            where = self.source + (f":{self.line}" if self.line is not None else "") + ": "
+        hint = f" ({self.hint})" if self.hint else ""
+        return f"{where}{self.message}{hint}"
+
+
+class UsageError(AttnError):
+    """Options or arguments that do not fit together (exit 2, like Click's)."""
+
+    exit_code = 2
+
+
+class ShapeError(AttnError):
+    """Matrices whose shapes do not chain; the message names both shapes."""
