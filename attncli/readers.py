@@ -224,14 +224,16 @@ def _split_lines(text: str, fmt: str, source: str):
         for n, line in enumerate(text.splitlines(), 1):
             yield n, line.split()
         return
-    reader = csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ",")
+    reader = csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ",", strict=True)
     start = 1
     try:
         for cells in reader:
             yield start, [c.strip() for c in cells]
             start = reader.line_num + 1
     except csv.Error as e:
-        raise AttnError(f"cannot split the line: {e}", source=source, line=reader.line_num + 1) from None
+        problem = "a quote is opened but never closed" if "end of data" in str(e) else str(e)
+        raise AttnError(f"cannot split the line: {problem}", source=source, line=start,
+                        hint='quote a label that holds a comma: "a, b"') from None
 
 
 def _cells_to_array(body: list[list[str]], rows, labelled: bool, source: str, mask: bool):

@@ -84,10 +84,15 @@ class Result:
     matrices: dict[str, Emitted] = field(default_factory=dict)  # for --emit
 
 
+def is_terminal() -> bool:
+    """Is stdout a person's terminal (tables) rather than a pipe or file (data)?"""
+    return sys.stdout.isatty()
+
+
 def choose_format(fmt: Optional[Format]) -> Format:
     if fmt is not None:
         return fmt
-    return Format.table if sys.stdout.isatty() else Format.json
+    return Format.table if is_terminal() else Format.json
 
 
 def emit(result: Result, fmt: Optional[Format], which: str = "output") -> None:
@@ -105,7 +110,7 @@ def emit(result: Result, fmt: Optional[Format], which: str = "output") -> None:
         return
     matrix = result.matrices[which]
     if fmt is Format.npy:
-        if sys.stdout.isatty():
+        if is_terminal():
             raise UsageError("refusing to write binary NPY to a terminal", hint="redirect it: > out.npy")
         writers.write_npy(sys.stdout.buffer, matrix.values)
         sys.stdout.buffer.flush()
@@ -120,7 +125,7 @@ def _console():
     a plain one wide enough that nothing wraps or is cut."""
     from rich.console import Console
 
-    if sys.stdout.isatty():
+    if is_terminal():
         return Console(highlight=False)
     width = int(os.environ.get("COLUMNS", 0)) or 1000
     return Console(file=sys.stdout, width=width, highlight=False, color_system=None)

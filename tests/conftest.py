@@ -1,0 +1,42 @@
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from attncli.cli import app
+
+SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+
+class Attn:
+    """Runs ``attn`` in-process, as a shell would, and parses what it prints."""
+
+    def __call__(self, *args, input=None, env=None):
+        return CliRunner().invoke(app, [str(a) for a in args], input=input, env=env)
+
+    def json(self, *args, input=None):
+        result = self(*args, input=input)
+        assert result.exit_code == 0, result.output
+        assert result.stderr == ""
+        return json.loads(result.stdout)
+
+    def fails(self, *args, code=1, input=None):
+        """The one stderr line of a failing run, after checking the exit code."""
+        result = self(*args, input=input)
+        assert result.exit_code == code, result.output
+        assert result.stdout == ""
+        lines = result.stderr.splitlines()
+        assert len(lines) == 1, result.stderr
+        assert lines[0].startswith("attn: error: ")
+        return lines[0][len("attn: error: "):]
+
+
+@pytest.fixture
+def attn():
+    return Attn()
+
+
+@pytest.fixture
+def samples():
+    return SAMPLES
