@@ -297,3 +297,19 @@ def test_module_entry_point_and_closed_pipe(samples, tmp_path):
     assert proc.returncode == 0
     assert proc.stderr == ""
     assert len(proc.stdout.splitlines()) == 1
+
+
+def test_ctrl_c_ends_quietly_with_130(samples):
+    """Ctrl-C while attn waits for stdin: no traceback, exit code 130."""
+    import signal
+    import time
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "attncli", "run", "-", str(samples / "k.csv"), str(samples / "v.csv")],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    time.sleep(1.0)  # let it start and block on stdin
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    assert "Traceback" not in stderr
