@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.commands.common import (
-    Emitted, Format, FormatOption, PrecisionOption, Result,
+    Emitted, FormatOption, PrecisionOption, Result,
     check_stdin_once, emit, read_bytes, source_name,
 )
 from attncli.errors import AttnError, UsageError

@@ -1,0 +1,97 @@
+"""NPY and NPZ: float arrays only, never unpickled, checked like text."""
+
+from __future__ import annotations
+
+import io
+
+from attncli.errors import AttnError
+from attncli.readers.base import Bundle, Matrix, checked_labels, first_bad, not_finite
+
+NPY_MAGIC = b"\x93NUMPY"
+
+def load_npy(data: bytes, source: str):
+    """An ndarray from NPY bytes, without ever unpickling."""
+    import numpy as np
+
+    if not data.startswith(NPY_MAGIC):
+        raise AttnError("is not an NPY file (it does not start with \\x93NUMPY)", source=source,
+                        hint="name CSV/YAML/JSON files by their extension")
+    try:
+        return np.load(io.BytesIO(data), allow_pickle=False)
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise AttnError("holds Python objects (pickled data), which attn never loads",
+                            source=source, hint="save a float array: np.save(f, a.astype(float))") from None
+        raise AttnError(f"is truncated or damaged ({e})", source=source) from None
+    except (EOFError, OSError, SyntaxError) as e:
+        raise AttnError(f"is truncated or damaged ({e})", source=source) from None
+
+
+def read_npz(data: bytes, source: str, mask: bool = False, mask_names: set[str] = frozenset()) -> Bundle:
+    import zipfile
+
+    import numpy as np
+
+    try:
+        archive = np.load(io.BytesIO(data), allow_pickle=False)
+        arrays = {name: archive[name] for name in archive.files}
+        for name, array in arrays.items():
+            if not isinstance(array, np.ndarray):
+                raise AttnError(f"holds {name}, which is not an NPY array", source=source)
+    except ValueError as e:
+        if "allow_pickle" in str(e):
+            raise AttnError("holds Python objects (pickled data), which attn never loads",
+                            source=source) from None
+        raise AttnError(f"is damaged ({e})", source=source) from None
+    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as e:
+        raise AttnError(f"is not a readable NPZ archive ({e})", source=source) from None
+    names = {}
+    for name, array in arrays.items():
+        base, _, kind = name.rpartition("_")
+        if kind in ("labels", "columns") and base in arrays:
+            if array.dtype.kind not in "US" or array.ndim != 1:
+                raise AttnError(f"{name} must be a 1-D array of strings", source=source)
+            names[base, kind] = [str(s) for s in array.tolist()]
+    bundle = Bundle({})
+    for name, array in arrays.items():
+        if name.rpartition("_")[2] in ("labels", "columns") and name.rpartition("_")[0] in arrays:
+            continue
+        m = matrix_from_array(array, source, name, mask or name in mask_names)
+        m.row_labels = checked_labels(names.get((name, "labels")), m.shape[0], source, f"{name}_labels")
+        m.col_labels = checked_labels(names.get((name, "columns")), m.shape[1], source, f"{name}_columns")
+        bundle.matrices[name] = m
+    if not bundle.matrices:
+        raise AttnError("the archive holds no arrays", source=source)
+    return bundle
+
+
+def matrix_from_array(array, source: str, where: str, mask: bool) -> Matrix:
+    """Check an ndarray is a finite 2-D float matrix (a 1-D vector is one row)."""
+    import numpy as np
+
+    prefix = f"{where}: " if where else ""
+    kind = array.dtype.kind
+    if kind == "b" and mask:
+        pass
+    elif kind == "f":
+        array = array.astype(np.float64 if array.dtype.itemsize > 4 else np.float32, copy=False)
+    elif kind in "iu" and mask:
+        array = array.astype(np.float64)
+    else:
+        raise AttnError(f"{prefix}holds {array.dtype} data; attn reads float arrays",
+                        source=source, hint="save it with a.astype(np.float32) or float64")
+    if array.ndim == 1:
+        array = array[None, :]
+    if array.ndim != 2:
+        shape = "×".join(map(str, array.shape)) or "a scalar"
+        raise AttnError(f"{prefix}is {array.ndim}-D ({shape}), expected a 2-D matrix", source=source)
+    if array.size == 0:
+        raise AttnError(f"{prefix}is empty ({array.shape[0]}×{array.shape[1]})", source=source)
+    array = array.astype(array.dtype.newbyteorder("="), copy=False)
+    bad = first_bad(array, mask)
+    if bad:
+        i, j = bad
+        raise AttnError(f"{prefix}row {i + 1}, column {j + 1}: {not_finite(array[i, j], mask)}",
+                        source=source)
+    return Matrix(array)
+

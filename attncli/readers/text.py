@@ -1,0 +1,90 @@
+"""CSV, TSV and whitespace-separated text, with line numbers in every error."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from attncli.errors import AttnError
+from attncli.readers.base import Matrix, first_bad, not_finite, parse_number, plural
+
+
+def read_delimited(text: str, source: str, fmt: str, mask: bool) -> Matrix:
+    """Rows of numbers; an optional header row and first column of labels.
+
+    The first row is a header when none of its cells is a number; the first
+    column holds labels when none of its data cells is a number.
+    """
+
+    rows = [(n, cells) for n, cells in _split_lines(text, fmt, source) if any(cells)]
+    if not rows:
+        raise AttnError("the file is empty", source=source, hint="expected rows of numbers")
+    header = None
+    if all(parse_number(c) is None for c in rows[0][1]):
+        header = rows.pop(0)
+        if not rows:
+            raise AttnError("has a header but no rows of numbers", source=source, line=header[0])
+    labelled = all(parse_number(cells[0]) is None for _, cells in rows)
+    width = len(rows[0][1])
+    for n, cells in rows:
+        if len(cells) != width:
+            raise AttnError(f"row has {plural(len(cells), 'value')}, expected {width} like the first row",
+                            source=source, line=n, hint="every row needs the same number of columns")
+    if labelled and width == 1:
+        raise AttnError(f"{rows[0][1][0]!r} is not a number", source=source, line=rows[0][0])
+    row_labels = [cells[0] for _, cells in rows] if labelled else None
+    body = [cells[1:] for _, cells in rows] if labelled else [cells for _, cells in rows]
+    n_cols = width - labelled
+    col_labels = None
+    if header is not None:
+        names = header[1]
+        if len(names) == n_cols + 1 and labelled:
+            names = names[1:]  # the corner cell above the labels
+        if len(names) != n_cols:
+            raise AttnError(f"header has {plural(len(names), 'name')} but rows have {plural(n_cols, 'value')}",
+                            source=source, line=header[0])
+        col_labels = names
+    values = _cells_to_array(body, rows, labelled, source, mask)
+    bad = first_bad(values, mask)
+    if bad:
+        i, j = bad
+        raise AttnError(f"column {j + 1 + labelled}: {not_finite(values[i, j], mask)}",
+                        source=source, line=rows[i][0])
+    return Matrix(values, row_labels, col_labels)
+
+
+def _split_lines(text: str, fmt: str, source: str):
+    """Yield (line number, stripped cells) for each record of the text."""
+    if fmt == "txt":
+        for n, line in enumerate(text.splitlines(), 1):
+            yield n, line.split()
+        return
+    reader = csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ",", strict=True)
+    start = 1
+    try:
+        for cells in reader:
+            yield start, [c.strip() for c in cells]
+            start = reader.line_num + 1
+    except csv.Error as e:
+        problem = "a quote is opened but never closed" if "end of data" in str(e) else str(e)
+        raise AttnError(f"cannot split the line: {problem}", source=source, line=start,
+                        hint='quote a label that holds a comma: "a, b"') from None
+
+
+def _cells_to_array(body: list[list[str]], rows, labelled: bool, source: str, mask: bool):
+    """Strings -> float64 array; on failure, find the first bad cell's line and column."""
+    import numpy as np
+
+    try:
+        return np.array(body, dtype=np.float64).reshape(len(body), -1)
+    except ValueError:
+        pass
+    for (n, _), cells in zip(rows, body):
+        for j, cell in enumerate(cells):
+            if parse_number(cell) is None:
+                what = "is empty" if cell == "" else f"{cell!r} is not a number"
+                if mask and cell.lower() in ("true", "false"):
+                    what = f"{cell!r}: write mask cells as 1 (may attend) or 0"
+                raise AttnError(f"column {j + 1 + labelled}: {what}", source=source, line=n)
+    raise AttnError("cannot read the numbers", source=source)  # pragma: no cover
+

@@ -1,0 +1,258 @@
+"""YAML and JSON: lists and mappings of numbers, parsed without YAML 1.1
+guesses, tags or alias bombs, with the line of each problem."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from attncli.errors import AttnError
+from attncli.readers.base import (
+    Matrix,
+    checked_labels,
+    decode_text,
+    first_bad,
+    not_finite,
+    parse_number,
+    plural,
+)
+
+MAX_TREE_ELEMENTS = 10_000_000  # YAML/JSON numbers and lists, after aliases expand
+MAX_DEPTH = 8  # a bundle of labelled matrices is at most 4 deep
+SPEC_KEYS = {"rows", "labels", "columns", "divide"}
+
+class _Seq(list):
+    line: int | None = None
+
+
+class _Map(dict):
+    line: int | None = None
+
+
+class Scalar:
+    """A YAML scalar as written (we parse numbers ourselves: no YAML 1.1 traps)."""
+
+    def __init__(self, text: str, line: int, plain: bool, tag: str) -> None:
+        self.text, self.line, self.plain, self.tag = text, line, plain, tag
+
+    def value(self) -> Any:
+        if self.plain and self.tag.endswith(("int", "float")):
+            return parse_number(self.text.replace("_", ""))
+        if self.plain and self.tag.endswith("bool"):
+            return self.text.lower() in ("true", "yes", "on", "y")
+        return None if self.tag.endswith("null") else self.text
+
+
+def line_of(node: Any) -> int | None:
+    return getattr(node, "line", None)
+
+
+def load_tree(data: bytes, source: str, fmt: str) -> Any:
+    """Parse YAML or JSON into lists, dicts and scalars that know their line."""
+    text = decode_text(data, source)
+    try:
+        return _load_json(text) if fmt == "json" else _load_yaml(text)
+    except AttnError as e:
+        raise e.located(source) from None
+    except RecursionError:
+        raise AttnError("is nested too deeply to be a matrix", source=source) from None
+
+
+def _load_json(text: str) -> Any:
+    try:
+        return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant)
+    except json.JSONDecodeError as e:
+        raise AttnError(f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+
+
+def _load_yaml(text: str) -> Any:
+    import yaml
+
+    try:
+        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        if mark is None:
+            raise AttnError(f"invalid YAML: {problem}") from None
+        raise AttnError(f"invalid YAML: {problem} (column {mark.column + 1})", line=mark.line + 1) from None
+    if node is None:
+        raise AttnError("the file is empty", hint="expected rows of numbers")
+    return _YamlTree().convert(node, 0)
+
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict:
+    result = _Map()
+    for key, value in pairs:
+        if key in result:
+            raise AttnError(f"duplicate key {key!r}")
+        result[key] = value
+    return result
+
+
+def _json_constant(name: str) -> float:
+    raise AttnError(f"{name} is not a finite number")
+
+
+class _YamlTree:
+    """YAML nodes -> _Seq/_Map/Scalar, refusing tags, cycles and alias bombs.
+
+    An alias reuses its anchor's node, so a tiny file can describe a huge tree;
+    sizes are counted per distinct node and refused past MAX_TREE_ELEMENTS
+    before anything is expanded.
+    """
+
+    SAFE_TAGS = {
+        f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map")
+    }
+
+    def __init__(self) -> None:
+        self.done: dict[int, tuple[Any, int]] = {}
+        self.open: set[int] = set()
+
+    def convert(self, node: Any, depth: int) -> Any:
+        return self._convert(node, depth)[0]
+
+    def _convert(self, node: Any, depth: int) -> tuple[Any, int]:
+        key = id(node)
+        if key in self.done:
+            return self.done[key]
+        line = node.start_mark.line + 1
+        if key in self.open:
+            raise AttnError("a YAML alias refers to itself", line=line)
+        if node.tag not in self.SAFE_TAGS:
+            raise AttnError(f"the tag {node.tag} is not allowed", line=line,
+                            hint="attn reads plain YAML: numbers, lists and mappings")
+        if depth > MAX_DEPTH:
+            raise AttnError("is nested too deeply to be a matrix", line=line)
+        self.open.add(key)
+        size = 1
+        if node.id == "scalar":
+            result: Any = Scalar(node.value, line, not node.style, node.tag)
+        elif node.id == "sequence":
+            result = _Seq()
+            for child in node.value:
+                item, n = self._convert(child, depth + 1)
+                result.append(item)
+                size += n
+        else:
+            result = _Map()
+            for key_node, value_node in node.value:
+                if key_node.id != "scalar":
+                    raise AttnError("a mapping key must be a plain name", line=key_node.start_mark.line + 1)
+                name = key_node.value
+                if name in result:
+                    raise AttnError(f"duplicate key {name!r}", line=key_node.start_mark.line + 1)
+                result[name], n = self._convert(value_node, depth + 1)
+                size += n
+        if isinstance(result, (_Seq, _Map)):
+            result.line = line
+        if size > MAX_TREE_ELEMENTS:
+            raise AttnError(f"expands to more than {MAX_TREE_ELEMENTS:,} elements", line=line,
+                            hint="YAML aliases repeat whole subtrees; write the numbers out")
+        self.open.discard(key)
+        self.done[key] = (result, size)
+        return result, size
+
+
+def matrix_from_tree(tree: Any, source: str, where: str, mask: bool) -> Matrix:
+    """A matrix from a parsed YAML/JSON value.
+
+    Accepted shapes: a list of rows; one flat list (one row); a mapping of
+    label -> row (a row may be one number); or an explicit mapping with
+    ``rows`` (either of those) and optional ``labels``, ``columns`` (names)
+    and ``divide`` (every value is divided by it, e.g. 255 for RGB).
+    """
+    import numpy as np
+
+    prefix = f"{where}: " if where else ""
+
+    def fail(message: str, node: Any = None, hint: str | None = None) -> AttnError:
+        return AttnError(prefix + message, source=source, line=line_of(node) or line_of(tree), hint=hint)
+
+    spec = {}
+    if isinstance(tree, dict) and "rows" in tree and set(tree) <= SPEC_KEYS:
+        spec, tree = tree, tree["rows"]
+    row_labels = None
+    if isinstance(tree, dict):
+        row_labels, rows = list(tree.keys()), list(tree.values())
+    elif isinstance(tree, list):
+        rows = tree if tree and all(isinstance(r, list) for r in tree) else [tree]
+    else:
+        raise fail("expected a list of rows or a mapping of label: row", tree)
+    if not rows or rows == [[]]:
+        raise fail("is empty", tree, hint="expected rows of numbers")
+
+    numbers: list[list[float]] = []
+    for i, row in enumerate(rows):
+        name = f"row {row_labels[i]!r}" if row_labels else f"row {i + 1}"
+        cells = row if isinstance(row, list) else [row]
+        if not cells:
+            raise fail(f"{name} is empty", row)
+        numbers.append([_cell(c, mask, lambda msg, c=c, j=j, name=name: fail(f"{name}, column {j + 1}: {msg}", c))
+                        for j, c in enumerate(cells)])
+        if len(cells) != len(numbers[0]):
+            raise fail(f"{name} has {plural(len(cells), 'value')}, expected {len(numbers[0])} like the first row",
+                       row, hint="every row needs the same number of columns")
+    values = np.array(numbers, dtype=np.float64)
+
+    if "divide" in spec:
+        divisor = _cell(spec["divide"], False, lambda msg: fail(f"divide: {msg}", spec["divide"]))
+        if divisor == 0:
+            raise fail("divide must not be 0", spec["divide"])
+        values = values / divisor
+    bad = first_bad(values, mask)
+    if bad:
+        i, j = bad
+        raise fail(f"row {i + 1}, column {j + 1}: {not_finite(values[i, j], mask)}", rows[i])
+    labels = spec.get("labels")
+    return Matrix(
+        values,
+        checked_labels(_names(labels, fail), len(rows), source, f"{prefix}labels") if labels else row_labels,
+        checked_labels(_names(spec.get("columns"), fail), values.shape[1], source, f"{prefix}columns"),
+    )
+
+
+def _cell(node: Any, mask: bool, fail: Callable[[str], AttnError]) -> float:
+    """One number from YAML/JSON; refuse text, booleans and nulls, never guess."""
+    if isinstance(node, Scalar):
+        if not node.plain:
+            raise fail(f"{node.text!r} is quoted, so it is text, not a number (remove the quotes)")
+        text = node.text.strip()
+        bare = text.lstrip("+-").lower()
+        if bare in (".inf", "inf", ".nan", "nan"):
+            return float(text.replace(".", ""))
+        value = node.value()
+        if isinstance(value, bool):
+            if mask:
+                return float(value)
+            raise fail(f"{text!r} is not a number (YAML reads it as true/false)")
+        if value is None and node.tag.endswith("null"):
+            raise fail("a value is missing")
+        value = parse_number(text.replace("_", ""))
+        if value is None:
+            raise fail(f"{text!r} is not a number")
+        return value
+    if isinstance(node, bool):
+        if mask:
+            return float(node)
+        raise fail(f"{str(node).lower()} is not a number")
+    if isinstance(node, (int, float)):
+        try:
+            return float(node)
+        except OverflowError:
+            raise fail(f"{node} is too large") from None
+    if node is None:
+        raise fail("a value is missing")
+    if isinstance(node, str):
+        raise fail(f"{node!r} is text, not a number")
+    raise fail(f"expected a number, found a {'list' if isinstance(node, list) else 'mapping'}")
+
+
+def _names(node: Any, fail: Callable[..., AttnError]) -> list[str] | None:
+    if node is None:
+        return None
+    if not isinstance(node, list):
+        raise fail("labels and columns must be lists of names", node)
+    return [n.text if isinstance(n, Scalar) else str(n) for n in node]
+
