@@ -143,114 +143,12 @@ def test_fully_masked_row_is_zero_in_json(attn, tmp_path):
 # ---------------------------------------------------------------- errors
 
 
-def test_missing_directory_and_empty_files(attn, samples, tmp_path):
-    k, v = samples / "k.csv", samples / "v.csv"
-    assert attn.fails("run", tmp_path / "nope.csv", k, v) == f"{tmp_path}/nope.csv: no such file"
-    assert attn.fails("run", tmp_path, k, v) == f"{tmp_path}: is a directory, expected a file"
-    (tmp_path / "e.csv").write_text("")
-    assert attn.fails("run", tmp_path / "e.csv", k, v) == \
-        f"{tmp_path}/e.csv: the file is empty (expected rows of numbers)"
-
-
 @pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
 def test_unreadable_file(attn, tmp_path):  # pragma: no cover - CI runs as root
     f = tmp_path / "secret.csv"
     f.write_text("1\n")
     f.chmod(0)
     assert attn.fails("run", f, f, f) == f"{f}: permission denied"
-
-
-def test_ragged_and_non_numeric_with_line_numbers(attn, samples, tmp_path):
-    k, v = samples / "k.csv", samples / "v.csv"
-    (tmp_path / "q.csv").write_text("1,2,3\n4,5\n")
-    assert attn.fails("run", tmp_path / "q.csv", k, v).startswith(f"{tmp_path}/q.csv:2: row has 2 values")
-    (tmp_path / "q.csv").write_text("1,2,3\n4,five,6\n")
-    assert attn.fails("run", tmp_path / "q.csv", k, v) == f"{tmp_path}/q.csv:2: column 2: 'five' is not a number"
-    (tmp_path / "q.csv").write_text("1,2,3\n4,NaN,6\n")
-    assert attn.fails("run", tmp_path / "q.csv", k, v) == \
-        f"{tmp_path}/q.csv:2: column 2: nan is not a finite number"
-
-
-def test_stdin_errors_are_named_stdin(attn, samples):
-    assert attn.fails("run", "-", samples / "k.csv", samples / "v.csv", input="1,x\n") == \
-        "<stdin>:1: column 2: 'x' is not a number"
-
-
-def test_dimension_mismatches_name_both_shapes(attn, samples, tmp_path):
-    (tmp_path / "q.csv").write_text("1,2\n")
-    assert attn.fails("run", tmp_path / "q.csv", samples / "k.csv", samples / "v.csv") == \
-        "Q is 1×2 but K is 3×3 (Q and K need the same number of columns, d_k)"
-    (tmp_path / "v.csv").write_text("1\n2\n")
-    assert attn.fails("run", samples / "q.csv", samples / "k.csv", tmp_path / "v.csv") == \
-        "K is 3×3 but V is 2×1 (K and V need the same number of rows: one value per key)"
-
-
-def test_wrong_shaped_mask(attn, samples, tmp_path):
-    (tmp_path / "m.csv").write_text("1,0\n")
-    assert attn.fails("run", samples / "q.csv", samples / "k.csv", samples / "v.csv", "--mask", tmp_path / "m.csv") \
-        == "the mask is 1×2 but the weights are 1×3 (queries × keys) (give a 1×3 mask, or 1×3 for every query)"
-
-
-def test_npy_errors_through_the_cli(attn, samples, tmp_path):
-    np.save(tmp_path / "obj.npy", np.array([[1, "a"]], dtype=object), allow_pickle=True)
-    np.save(tmp_path / "c.npy", np.ones((1, 3), complex))
-    np.save(tmp_path / "cube.npy", np.ones((1, 3, 1)))
-    k, v = samples / "k.csv", samples / "v.csv"
-    assert "holds Python objects (pickled data)" in attn.fails("run", tmp_path / "obj.npy", k, v)
-    assert "holds complex128 data" in attn.fails("run", tmp_path / "c.npy", k, v)
-    assert "is 3-D (1×3×1)" in attn.fails("run", tmp_path / "cube.npy", k, v)
-    (tmp_path / "t.npy").write_bytes((tmp_path / "cube.npy").read_bytes()[:-4])
-    assert "is truncated or damaged" in attn.fails("run", tmp_path / "t.npy", k, v)
-
-
-def test_yaml_errors_through_the_cli(attn, tmp_path):
-    (tmp_path / "b.yaml").write_text("q: [[1, 2]]\nk: [[1, yes]]\nv: [[1]]\n")
-    assert attn.fails("run", tmp_path / "b.yaml") == \
-        f"{tmp_path}/b.yaml:2: k: row 1, column 2: 'yes' is not a number (YAML reads it as true/false)"
-    (tmp_path / "b.yaml").write_text("q: !!python/object/apply:os.system ['echo pwned']\n")
-    assert "is not allowed" in attn.fails("run", tmp_path / "b.yaml")
-
-
-def test_bundle_entries(attn, tmp_path):
-    (tmp_path / "b.yaml").write_text("q: [[1]]\nk: [[1]]\n")
-    assert attn.fails("run", tmp_path / "b.yaml") == \
-        f"{tmp_path}/b.yaml: the bundle has no v (a bundle holds q, k and v, and optionally mask)"
-    (tmp_path / "b.yaml").write_text("q: [[1]]\nk: [[1]]\nv: [[1]]\nw: [[1]]\n")
-    assert attn.fails("run", tmp_path / "b.yaml") == \
-        f"{tmp_path}/b.yaml: the bundle has an unexpected entry 'w' (a bundle holds q, k and v, and optionally mask)"
-    (tmp_path / "q.csv").write_text("1\n")
-    assert attn.fails("run", tmp_path / "q.csv").startswith(f"{tmp_path}/q.csv: a CSV file holds one matrix")
-
-
-@pytest.mark.parametrize("args, message", [
-    (["run", "a", "b"], "expected one bundle file or three files Q K V, got 2"),
-    (["run", "-", "-", "x"], "stdin ('-') is named more than once, but can be read only once "
-                             "(save all but one input to a file)"),
-])
-def test_our_usage_errors_exit_2(attn, args, message):
-    assert attn.fails(*args, code=2) == message
-
-
-@pytest.mark.parametrize("args, start", [
-    (["run", "--format", "xml", "a"], "Invalid value for '--format' / '-f': 'xml' is not one of"),
-    (["run"], "Missing argument 'FILE...'"),
-    (["run", "a", "--precision", "-1"], "Invalid value for '--precision' / '-p'"),
-    (["frobnicate"], "No such command 'frobnicate'"),
-])
-def test_click_usage_errors_are_one_line_and_exit_2(attn, args, start):
-    message = attn.fails(*args, code=2)
-    assert message.startswith(start) and message.endswith("--help')")
-
-
-def test_stdin_named_by_mask_and_file(attn):
-    assert "stdin ('-') is named more than once" in attn.fails("run", "-", "k", "v", "--mask", "-", code=2)
-
-
-@pytest.mark.parametrize("option", ["--scale", "--temperature"])
-@pytest.mark.parametrize("value", ["0", "-2", "nan", "inf"])
-def test_bad_scale_or_temperature_exit_2(attn, samples, option, value):
-    message = attn.fails("run", samples / "colors.yaml", option, value, code=2)
-    assert message.startswith(f"{option[2:]} must be a positive finite number")
 
 
 def test_npy_to_a_terminal_is_refused(attn, samples, monkeypatch):

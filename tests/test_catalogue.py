@@ -1,0 +1,190 @@
+"""The catalogue of bad inputs: one row per mistake a user can make, with the
+files it needs, the command, the exit code and the exact one-line message.
+
+``{d}`` in arguments and messages is the test's folder; ``{s}`` is samples/.
+Each row checks: the exit code, nothing on stdout, exactly one line on
+stderr, and that line (after ``attn: error: ``) equal to the message, or
+starting with it when the row's message ends in ``…`` (Click's own wording).
+"""
+
+import io
+
+import numpy as np
+import pytest
+
+
+def npy(array) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
+
+
+BOMB = "\n".join(["a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [
+    f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join(['*' + chr(96 + i)] * 10)}]" for i in range(1, 10)])
+QKV = ["{s}/q.csv", "{s}/k.csv", "{s}/v.csv"]
+KV = ["{s}/k.csv", "{s}/v.csv"]
+USE = "(every row needs the same number of columns)"
+VECTORS_HINT = "(expected GloVe text, word2vec/fastText text or binary, .npy with a words file)"
+
+CATALOGUE = [
+    # ---------------------------------------------------------------- files
+    ("missing file", {}, ["run", "{d}/nope.csv", *KV], 1, "{d}/nope.csv: no such file"),
+    ("directory", {}, ["run", "{d}", *KV], 1, "{d}: is a directory, expected a file"),
+    ("empty file", {"q.csv": ""}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: the file is empty (expected rows of numbers)"),
+    ("empty stdin", {}, ["run", "-", *KV], 1, "<stdin>: the file is empty (expected rows of numbers)"),
+    ("not UTF-8", {"q.csv": b"1,2,3\n\xff\xfe\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: is not UTF-8 text (a binary file? NPY files start with \\x93NUMPY)"),
+    # ---------------------------------------------------------------- CSV
+    ("ragged rows", {"q.csv": "1,2,3\n4,5\n"}, ["run", "{d}/q.csv", *KV], 1,
+     f"{{d}}/q.csv:2: row has 2 values, expected 3 like the first row {USE}"),
+    ("non-numeric cell", {"q.csv": "1,2,3\n4,five,6\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 2: 'five' is not a number"),
+    ("empty cell", {"q.csv": "1,,3\n"}, ["run", "{d}/q.csv", *KV], 1, "{d}/q.csv:1: column 2: is empty"),
+    ("NaN", {"q.csv": "1,2,3\n4,NaN,6\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 2: nan is not a finite number"),
+    ("infinity", {"q.csv": "x,y,z\n1,2,1e999\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 3: inf is not a finite number"),
+    ("header and rows disagree", {"q.csv": "x,y\n1,2,3\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:1: header has 2 names but rows have 3 values"),
+    ("unclosed quote", {"q.csv": '"fruit,2,1,3\n'}, ["run", "{d}/q.csv", *KV], 1,
+     '{d}/q.csv:1: cannot split the line: a quote is opened but never closed '
+     '(quote a label that holds a comma: "a, b")'),
+    ("stdin bad cell", {}, ["run", "-", *KV], 1, "<stdin>:1: column 2: 'x' is not a number", "1,x,3\n"),
+    # ---------------------------------------------------------------- shapes
+    ("Q and K d_k differ", {"q.csv": "1,2\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "Q is 1×2 but K is 3×3 (Q and K need the same number of columns, d_k)"),
+    ("K and V rows differ", {"v.csv": "1\n2\n"}, ["run", "{s}/q.csv", "{s}/k.csv", "{d}/v.csv"], 1,
+     "K is 3×3 but V is 2×1 (K and V need the same number of rows: one value per key)"),
+    ("mask shape", {"m.csv": "1,0\n"}, ["run", *QKV, "--mask", "{d}/m.csv"], 1,
+     "the mask is 1×2 but the weights are 1×3 (queries × keys) (give a 1×3 mask, or 1×3 for every query)"),
+    ("mask with NaN", {"m.csv": "1,nan,0\n"}, ["run", *QKV, "--mask", "{d}/m.csv"], 1,
+     "{d}/m.csv:1: column 2: nan is not a finite number (a mask may hold -inf)"),
+    # ---------------------------------------------------------------- NPY
+    ("pickled NPY", {"q.npy": npy(np.array([[1, "a"]], dtype=object))}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: holds Python objects (pickled data), which attn never loads "
+     "(save a float array: np.save(f, a.astype(float)))"),
+    ("complex NPY", {"q.npy": npy(np.ones((1, 3), complex))}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: holds complex128 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
+    ("string NPY", {"q.npy": npy(np.array([["a", "b", "c"]]))}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: holds <U1 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
+    ("integer NPY", {"q.npy": npy(np.ones((1, 3), int))}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: holds int64 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
+    ("3-D NPY", {"q.npy": npy(np.ones((1, 3, 1)))}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: is 3-D (1×3×1), expected a 2-D matrix"),
+    ("truncated NPY", {"q.npy": npy(np.ones((4, 3)))[:-5]}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: is truncated or damaged (…"),
+    ("CSV named .npy", {"q.npy": "1,2,3\n"}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: is not an NPY file (it does not start with \\x93NUMPY) (name CSV/YAML/JSON files by their extension)"),
+    # ---------------------------------------------------------------- YAML / JSON
+    ("YAML boolean", {"b.yaml": "q: [[1, 2]]\nk: [[1, yes]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: k: row 1, column 2: 'yes' is not a number (YAML reads it as true/false)"),
+    ("YAML quoted number", {"q.yaml": '- [1, "2", 3]\n'}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: row 1, column 2: '2' is quoted, so it is text, not a number (remove the quotes)"),
+    ("YAML null", {"q.yaml": "- [1, ~, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: row 1, column 2: a value is missing"),
+    ("YAML python tag", {"b.yaml": "q: !!python/object/apply:os.system ['echo pwned']\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:1: the tag tag:yaml.org,2002:python/object/apply:os.system is not allowed "
+     "(attn reads plain YAML: numbers, lists and mappings)"),
+    ("YAML alias bomb", {"b.yaml": BOMB}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:7: expands to more than 10,000,000 elements (YAML aliases repeat whole subtrees; write the numbers out)"),
+    ("YAML syntax", {"q.yaml": "- [1, 2\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:2: invalid YAML: did not find expected ',' or ']' (column 1)"),
+    ("JSON syntax", {"q.json": "[[1, 2],\n [3 4]]"}, ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json:2: invalid JSON: Expecting ',' delimiter (column 5)"),
+    ("JSON NaN", {"q.json": "[[1, NaN, 3]]"}, ["run", "{d}/q.json", *KV], 1, "{d}/q.json: NaN is not a finite number"),
+    ("bundle without v", {"b.yaml": "q: [[1]]\nk: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml: the bundle has no v (a bundle holds q, k and v, and optionally mask)"),
+    ("bundle extra entry", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nw: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml: the bundle has an unexpected entry 'w' (a bundle holds q, k and v, and optionally mask)"),
+    ("CSV as bundle", {"q.csv": "1\n"}, ["run", "{d}/q.csv"], 1,
+     "{d}/q.csv: a CSV file holds one matrix, not a bundle "
+     "(give three files Q K V, or one YAML/JSON/NPZ bundle with q, k and v)"),
+    # ---------------------------------------------------------------- usage (exit 2)
+    ("two files", {}, ["run", "a", "b"], 2, "expected one bundle file or three files Q K V, got 2"),
+    ("stdin twice", {}, ["run", "-", "-", "x"], 2,
+     "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"),
+    ("stdin as file and mask", {}, ["run", "-", "k", "v", "--mask", "-"], 2,
+     "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"),
+    ("zero scale", {}, ["run", "{s}/colors.yaml", "--scale", "0"], 2, "scale must be a positive finite number, got 0.0"),
+    ("negative scale", {}, ["run", "{s}/colors.yaml", "--scale", "-2"], 2,
+     "scale must be a positive finite number, got -2.0"),
+    ("NaN scale", {}, ["run", "{s}/colors.yaml", "--scale", "nan"], 2, "scale must be a positive finite number, got nan"),
+    ("zero temperature", {}, ["run", "{s}/colors.yaml", "-t", "0"], 2,
+     "temperature must be a positive finite number, got 0.0"),
+    ("infinite temperature", {}, ["run", "{s}/colors.yaml", "-t", "inf"], 2,
+     "temperature must be a positive finite number, got inf"),
+    ("unknown format", {}, ["run", "--format", "xml", "a"], 2, "Invalid value for '--format' / '-f': 'xml' is not one of…"),
+    ("no files", {}, ["run"], 2, "Missing argument 'FILE...'…"),
+    ("unknown command", {}, ["frobnicate"], 2, "No such command 'frobnicate'…"),
+    # ---------------------------------------------------------------- lookup
+    ("unknown word", {}, ["lookup", "fruit", "--keys", "apple,banan,chair"], 1,
+     "unknown word 'banan' (did you mean 'banana'?)"),
+    ("unknown words", {}, ["lookup", "fruit", "--keys", "apple,banan,chiar"], 1,
+     "unknown words 'banan', 'chiar' (did you mean 'banana', 'chair'?)"),
+    ("word not in own vectors", {"g.txt": "fruit 1 0\napple 0 1\n"},
+     ["lookup", "fruit", "--keys", "apple,pear", "--vectors", "{d}/g.txt"], 1, "unknown word 'pear' (not in {d}/g.txt)"),
+    ("phrase without words", {}, ["lookup", "...", "--keys", "apple"], 1, "no words in '...'"),
+    ("no keys", {}, ["lookup", "fruit"], 2, "give the keys with --keys a,b,c or --dict FILE"),
+    ("keys and dict", {}, ["lookup", "fruit", "--keys", "a", "--dict", "x.yaml"], 2, "give --keys or --dict, not both"),
+    ("empty key", {}, ["lookup", "fruit", "--keys", "apple,,chair"], 2,
+     "--keys has an empty item in 'apple,,chair' (separate items with single commas)"),
+    ("empty keys", {}, ["lookup", "fruit", "--keys", ""], 2,
+     "--keys has an empty item in '' (separate items with single commas)"),
+    ("values and keys counts", {}, ["lookup", "fruit", "--keys", "apple,chair", "--values", "1"], 2,
+     "2 keys but 1 value (give one value per key)"),
+    ("non-numeric value", {}, ["lookup", "fruit", "--keys", "apple,chair", "--values", "1,two"], 2,
+     "--values: 'two' is not a number"),
+    ("infinite value", {}, ["lookup", "fruit", "--keys", "apple,chair", "--values", "1,inf"], 2,
+     "--values must be finite numbers"),
+    ("values with dict", {}, ["lookup", "fruit", "--dict", "x.yaml", "--values", "1"], 2,
+     "--values goes with --keys; a --dict file holds its own values"),
+    ("output without values", {}, ["lookup", "fruit", "--keys", "apple", "--emit", "output"], 2,
+     "--emit output needs values (give --values or --dict, or use --emit weights)"),
+    ("words without npy", {}, ["lookup", "fruit", "--keys", "apple", "--words", "w.txt"], 2,
+     "--words goes with a .npy --vectors file"),
+    ("dict without keys", {"d.csv": "1,2\n3,4\n"}, ["lookup", "fruit", "--dict", "{d}/d.csv"], 1,
+     "{d}/d.csv: has no keys (write a mapping key: value, or put the keys in the first column)"),
+    ("dict with text value", {"d.yaml": "apple: ten\n"}, ["lookup", "fruit", "--dict", "{d}/d.yaml"], 1,
+     "{d}/d.yaml:1: row 'apple', column 1: 'ten' is not a number"),
+    ("missing dict", {}, ["lookup", "fruit", "--dict", "{d}/none.yaml"], 1, "{d}/none.yaml: no such file"),
+    ("ragged vectors", {"v.txt": "fruit 1 0\napple 0 1 2\n"}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"],
+     1, "{d}/v.txt:2: expected 2 numbers after the word, found 3"),
+    ("word2vec header count", {"v.txt": "3 2\nfruit 1 0\napple 0 1\n"},
+     ["lookup", "fruit", "--keys", "apple,pear", "--vectors", "{d}/v.txt"], 1,
+     "{d}/v.txt:1: the header says 3 words but the file has 2"),
+    ("word2vec header dimension", {"v.txt": "2 3\nfruit 1 0\napple 0 1\n"},
+     ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"], 1,
+     "{d}/v.txt:2: expected 3 numbers after the word, found 2"),
+    ("binary garbage vectors", {"v.bin": bytes(range(256)) * 2}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.bin"],
+     1, "{d}/v.bin…"),
+    ("empty vectors", {"v.txt": ""}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"], 1,
+     f"{{d}}/v.txt: empty file, no word vectors {VECTORS_HINT}"),
+    ("NaN in vectors", {"v.txt": "fruit 1 nan\napple 1 2\n"}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"],
+     1, "{d}/v.txt:1: 'fruit' has a non-finite value (nan)"),
+    ("missing vectors", {}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/nope.txt"], 1, "{d}/nope.txt: …"),
+]
+
+
+@pytest.mark.parametrize("row", CATALOGUE, ids=[row[0] for row in CATALOGUE])
+def test_catalogue(attn, samples, tmp_path, row):
+    _, files, args, code, message, *stdin = row
+    for name, content in files.items():
+        path = tmp_path / name
+        path.write_bytes(content.encode() if isinstance(content, str) else content)
+    fill = {"d": str(tmp_path), "s": str(samples)}
+    line = attn.fails(*(a.format(**fill) for a in args), code=code, input=stdin[0] if stdin else None)
+    expected = message.replace("{d}", fill["d"]).replace("{s}", fill["s"])
+    if expected.endswith("…"):
+        assert line.startswith(expected[:-1]), line
+    else:
+        assert line == expected
+
+
+def test_catalogue_covers_every_command(attn):
+    from typer.main import get_command
+
+    from attncli.cli import app
+
+    covered = {row[2][0] for row in CATALOGUE}
+    assert set(get_command(app).commands) <= covered
