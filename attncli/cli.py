@@ -104,6 +104,10 @@ def _register() -> None:
 
     app.command("run", epilog=run.EXAMPLES)(run.run)
 
+    from attncli.commands import selfattn
+
+    app.command("self", epilog=selfattn.EXAMPLES)(selfattn.self_attention)
+
 
 _register()
 
