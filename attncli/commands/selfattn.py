@@ -32,7 +32,7 @@ Examples:
   attn self x.csv --context z.csv --wq wq.npy --wk wk.npy --wv wv.npy   # cross-attention
   attn self weights.yaml                     # one bundle: x, and any of context, wq ... bo
   attn self x.csv --columns --wq wq.csv ...  # seed 004's convention: vectors as columns
-  attn self "zuko made his uncle tea" --heads 2 -f npy --emit weights > w.npy
+  attn self "she made her uncle tea" --heads 2 -f npy --emit weights > w.npy
 """
 
 # Bundle entries, and the names the maths and messages use for them.
@@ -137,15 +137,15 @@ def self_attention(
     one heatmap per head and the output. In a pipe: one JSON object with
     queries, keys, weights (heads × n_q × n_k), output and the projections.
     """
+    if head is not None and head >= heads:
+        raise UsageError(f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
+                         hint=f"heads are numbered from 0 to {heads - 1}")
     problem = load_self_problem(
         source, context, {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo},
         mask, vectors, columns,
     )
     causal_mode = causal_setting(causal, causal_align)
     steps, random = compute_self(problem, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out, causal=causal_mode)
-    if head is not None and head >= heads:
-        raise UsageError(f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
-                         hint=f"heads are numbered from 0 to {heads - 1}")
     settings = {"seed": seed, "random": random, "causal": causal_mode, "head": head}
     result = self_result(problem, steps, settings, precision, choose_format(fmt))
     emit(result, fmt, emit_which.value)
