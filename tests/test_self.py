@@ -282,7 +282,9 @@ def test_is_file_name():
     from attncli.commands.selfattn import is_file_name
 
     assert is_file_name("-") and is_file_name("x.csv") and is_file_name("data/x") and is_file_name("W.NPY")
+    assert is_file_name("x.cvs")  # a typo is "no such file", not an unknown word
     assert not is_file_name("elephant") and not is_file_name("the car is too big.")
+    assert not is_file_name("big.") and not is_file_name("U.S.") and not is_file_name("...")
     assert not is_file_name("a/b c")  # with a space it is a sentence
 
 

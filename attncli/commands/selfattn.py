@@ -222,15 +222,15 @@ def load_self_problem(source: str, context: Optional[str], files: dict, mask_fil
 
 def is_file_name(text: str) -> bool:
     """Is X (or Z) a file rather than a sentence? '-', an existing path, or one
-    word that looks like a file name (a / or a data-file extension)."""
-    from attncli.readers import EXTENSIONS
+    word that looks like a file name (a / or an extension such as .csv), so that
+    a mistyped file name is "no such file", not an unknown word."""
+    import re
 
     if text == "-" or os.path.exists(text):
         return True
     if any(c.isspace() for c in text):
         return False
-    suffix = os.path.splitext(text)[1].lower()
-    return "/" in text or os.sep in text or suffix in EXTENSIONS
+    return "/" in text or os.sep in text or re.search(r"[^.]\.[A-Za-z0-9]+$", text) is not None
 
 
 def _read_x_or_bundle(data: bytes, source: str) -> dict:
