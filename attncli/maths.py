@@ -372,13 +372,13 @@ def _check_projections(x, z, z_name, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, n_h
     for data, data_name, w, w_name in ((x, "X", w_q, "W_Q"), (z, z_name, w_k, "W_K"), (z, z_name, w_v, "W_V")):
         if w.shape[0] != data.shape[1]:
             raise ShapeError(f"{data_name} is {_shape(data)} but {w_name} is {_shape(w)}",
-                             hint=f"{w_name} needs one row per column of {data_name}, {data.shape[1]}")
+                             hint=f"{w_name} needs {data.shape[1]} rows, one per column of {data_name}")
     if w_q.shape[1] != w_k.shape[1]:
         raise ShapeError(f"W_Q is {_shape(w_q)} but W_K is {_shape(w_k)}",
-                         hint="queries and keys need the same width, d_attn: W_Q and W_K the same number of columns")
+                         hint="W_Q and W_K need the same number of columns, d_attn")
     if w_o is not None and w_o.shape[0] != w_v.shape[1]:
         raise ShapeError(f"W_V is {_shape(w_v)} but W_O is {_shape(w_o)}",
-                         hint=f"W_O needs one row per column of V = Z W_V, {w_v.shape[1]}")
+                         hint=f"W_O needs {w_v.shape[1]} rows, one per column of W_V")
     if b_o is not None and w_o is None:
         raise ShapeError("b_o is given but W_O is not", hint="b_o is added after the output projection W_O")
     for b, b_name, w, w_name in ((b_q, "b_q", w_q, "W_Q"), (b_k, "b_k", w_k, "W_K"),

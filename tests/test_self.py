@@ -115,6 +115,7 @@ def test_float32_stays_float32():
     output, weights = multi_head_attention(p["x"], p["wq"], p["wk"], p["wv"], n_head=2)
     assert output.dtype == np.float32 and weights.dtype == np.float32
     ref_weights, ref_output = reference(**p, heads=2)
+    np.testing.assert_allclose(weights, ref_weights, rtol=1e-4, atol=1e-6)
     np.testing.assert_allclose(output, ref_output, rtol=1e-4, atol=1e-5)
 
 
@@ -305,13 +306,12 @@ def files(tmp_path):
 def test_shape_errors_name_both_shapes(attn, files):
     f = files
     cases = [
-        (["--wq", f["w56"]], "X is 3×4 but W_Q is 5×6 (W_Q needs one row per column of X, 4)"),
-        (["--context", f["z"], "--wk", f["w56"]], "Z is 5×7 but W_K is 5×6 (W_K needs one row per column of Z, 7)"),
-        (["--context", f["z"], "--wv", f["w45"]], "Z is 5×7 but W_V is 4×5 (W_V needs one row per column of Z, 7)"),
+        (["--wq", f["w56"]], "X is 3×4 but W_Q is 5×6 (W_Q needs 4 rows, one per column of X)"),
+        (["--context", f["z"], "--wk", f["w56"]], "Z is 5×7 but W_K is 5×6 (W_K needs 7 rows, one per column of Z)"),
+        (["--context", f["z"], "--wv", f["w45"]], "Z is 5×7 but W_V is 4×5 (W_V needs 7 rows, one per column of Z)"),
         (["--wq", f["w45"], "--wk", f["w44"]],
-         "W_Q is 4×5 but W_K is 4×4 (queries and keys need the same width, d_attn: "
-         "W_Q and W_K the same number of columns)"),
-        (["--wv", f["w44"], "--wo", f["w32"]], "W_V is 4×4 but W_O is 3×2 (W_O needs one row per column of V = Z W_V, 4)"),
+         "W_Q is 4×5 but W_K is 4×4 (W_Q and W_K need the same number of columns, d_attn)"),
+        (["--wv", f["w44"], "--wo", f["w32"]], "W_V is 4×4 but W_O is 3×2 (W_O needs 4 rows, one per column of W_V)"),
         (["--wq", f["w48"], "--bq", f["b5"]], "b_q has 5 numbers but W_Q is 4×8 (one per column of W_Q)"),
         (["--bv", f["b23"]], "b_v must be a vector (one row or one column of numbers), got shape 2×3"),
         (["--bo", f["b2"]], "b_o is given but W_O is not (b_o is added after the output projection W_O)"),
@@ -320,8 +320,8 @@ def test_shape_errors_name_both_shapes(attn, files):
         (["--wv", f["w45"], "--heads", 2],
          "W_V is 4×5: d_v = 5 does not split into 2 heads (the number of heads must divide d_v)"),
         (["--heads", 3], "W_Q is 4×4: d_attn = 4 does not split into 3 heads (the number of heads must divide d_attn)"),
-        (["--mask", f["w44"]], "the mask is 4×4 but each head's weights are 3×3 (queries × keys) "
-                               "(give a 3×3 mask, or 1×3 for every query)"),
+        (["--mask", f["w44"]], ("the mask is 4×4 but each head's weights are 3×3 (queries × keys) "
+                                "(give a 3×3 mask, or 1×3 for every query)")),
     ]
     for extra, message in cases:
         assert attn.fails("self", f["x"], *extra) == message, extra

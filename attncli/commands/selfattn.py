@@ -296,23 +296,19 @@ def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: Optiona
 
     x = problem.x.values
     z = x if problem.z is None else problem.z.values
-    width = {  # the columns of each random matrix
-        "wq": _width("--d-attn", d_attn, problem, ("wq", "wk"), x.shape[1]),
-        "wk": _width("--d-attn", d_attn, problem, ("wq", "wk"), x.shape[1]),
-        "wv": _width("--d-out", d_out, problem, ("wv",), x.shape[1]),
-    }
-    if problem.given("wo") is not None and d_out is None and problem.given("wv") is None:
-        width["wv"] = problem.given("wo").shape[0]
-    rows = {"wq": x.shape[1], "wk": z.shape[1], "wv": z.shape[1]}
+    w_o = problem.given("wo")
+    attn_width = _width("--d-attn", d_attn, problem, ("wq", "wk"), x.shape[1])
+    v_width = _width("--d-out", d_out, problem, ("wv",), x.shape[1] if w_o is None else w_o.shape[0])
+    shapes = {"wq": (x.shape[1], attn_width), "wk": (z.shape[1], attn_width), "wv": (z.shape[1], v_width)}
     drawn = {}
     for i, name in enumerate(RANDOM):
         if problem.given(name) is None:
-            drawn[name] = random_projection(seed, i, rows[name], width[name])
+            drawn[name] = random_projection(seed, i, *shapes[name])
     w = {name: drawn.get(name, problem.given(name)) for name in RANDOM}
     steps = multi_head_attention_steps(
         x, w["wq"], w["wk"], w["wv"],
         context=None if problem.z is None else z,
-        w_o=problem.given("wo"), b_q=problem.given("bq"), b_k=problem.given("bk"),
+        w_o=w_o, b_q=problem.given("bq"), b_k=problem.given("bk"),
         b_v=problem.given("bv"), b_o=problem.given("bo"),
         n_head=heads, mask=None if problem.mask is None else problem.mask.values, causal=causal,
     )
@@ -320,7 +316,7 @@ def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: Optiona
 
 
 def _width(option: str, value: Optional[int], problem: SelfProblem, names: tuple, default: int) -> int:
-    """Columns of a random projection: the option, else a given sibling's width, else d_in.
+    """Columns of a random projection: the option, else a given sibling's width, else the default.
     An option that disagrees with a given matrix is a usage error, not silently ignored."""
     given = [(n, problem.given(n)) for n in names if problem.given(n) is not None]
     for name, m in given:
@@ -334,8 +330,7 @@ def _width(option: str, value: Optional[int], problem: SelfProblem, names: tuple
 
 def self_result(problem: SelfProblem, steps, settings: dict, precision: int, fmt: Format) -> Result:
     """JSON, terminal view and emittable matrices of one `attn self` run."""
-    n_head, n_q, n_k = steps.weights.shape
-    dims = _dims(problem, steps, n_head)
+    dims = _dims(problem, steps, n_head=steps.weights.shape[0])
     out_labels = _output_columns(problem)
     data = {
         "queries": problem.queries,
