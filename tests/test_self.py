@@ -168,6 +168,19 @@ def test_yaml_bundle_and_labelled_matrix(attn, tmp_path):
     assert attn.json("self", tmp_path / "x.yaml")["queries"] == ["cat", "sat"]
 
 
+def test_three_spaces_sample(attn, samples):
+    out = attn.json("self", samples / "three_spaces.yaml")
+    x = np.array([[1.0, 0.2, -0.5], [0.1, 0.9, 0.3], [-0.4, 0.3, 1.2]])
+    p = dict(wq=np.array([[2.0, 0.0], [0.0, 2.0], [1.0, -1.0]]), wk=np.array([[1.0, 2.0], [2.0, 0.0], [0.0, 2.0]]),
+             wv=np.array([[1, 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, -1]]),
+             bq=np.array([0.1, 0.0]), bk=np.array([0.0, 0.1]), bv=np.array([0, 0, 0, 0.5]))
+    weights, output = reference(x, **p)
+    np.testing.assert_allclose(out["weights"], weights, rtol=0, atol=TOL)
+    np.testing.assert_allclose(out["output"], output, rtol=0, atol=TOL)
+    assert out["queries"] == ["I", "like", "apples"] and out["columns"] == ["o1", "o2", "o3", "o4"]
+    assert (out["d_in"], out["d_attn"], out["d_out"]) == (3, 2, 4)
+
+
 def test_column_convention_gives_the_same_numbers(attn, tmp_path):
     p = problem(n_x=3, d_x=4, n_z=5, d_z=7, d_attn=8, d_v=6, d_out=3, biases=True)
     rows = attn.json("self", tmp_path / "x.npy", "--context", tmp_path / "z.npy", *save(tmp_path, **p), "--heads", 2)
