@@ -31,7 +31,7 @@ Examples:
   attn self x.csv --wq wq.npy --wk wk.npy --wv wv.npy --wo wo.npy --heads 4 --causal
   attn self x.csv --context z.csv --wq wq.npy --wk wk.npy --wv wv.npy   # cross-attention
   attn self samples/three_spaces.yaml        # one bundle: x, and any of context, wq ... bo
-  attn self x.csv --columns --wq wq.csv ...  # seed 004's convention: vectors as columns
+  attn self x.csv --columns --wq wq.csv --wk wk.csv --wv wv.csv  # seed 004: vectors as columns
   attn self "she made her uncle tea" --heads 2 -f npy --emit weights > w.npy
 """
 
