@@ -313,11 +313,11 @@ def multi_head_attention_steps(
         raise UsageError(f"the number of heads must be a positive whole number, got {n_head}")
     z_name = "X" if context is None else "Z"
     z = x if context is None else context
-    given = [m for m in (x, z, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o) if m is not None]
-    dtype = _result_dtype(*given)
+    dtype = _result_dtype(*(np.asarray(m) for m in (x, z, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o) if m is not None))
     x, z, w_q, w_k, w_v = (np.asarray(m, dtype=dtype) for m in (x, z, w_q, w_k, w_v))
     w_o = None if w_o is None else np.asarray(w_o, dtype=dtype)
-    b_q, b_k, b_v, b_o = (_bias(name, b, dtype) for name, b in (("b_q", b_q), ("b_k", b_k), ("b_v", b_v), ("b_o", b_o)))
+    b_q, b_k, b_v, b_o = (_bias(name, b, dtype)
+                          for name, b in (("b_q", b_q), ("b_k", b_k), ("b_v", b_v), ("b_o", b_o)))
     _check_projections(x, z, z_name, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, n_head)
     n_q, n_k = x.shape[0], z.shape[0]
     if mask is not None and not _broadcasts_to(np.shape(mask), (n_q, n_k)):
