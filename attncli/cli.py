@@ -100,9 +100,10 @@ def _main(
 
 
 def _register() -> None:
-    from attncli.commands import run
+    from attncli.commands import lookup, run
 
     app.command("run", epilog=run.EXAMPLES)(run.run)
+    app.command("lookup", epilog=lookup.EXAMPLES)(lookup.lookup)
 
     from attncli.commands import selfattn
 
