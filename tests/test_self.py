@@ -249,6 +249,11 @@ def test_cross_attention_between_sentences_and_own_vectors(attn, tmp_path):
     assert out["queries"] == ["the", "cat"] and out["keys"] == ["cat", "sat", "mat"]
     assert (out["d_in"], out["d_z"], out["d_attn"], out["d_out"]) == (3, 3, 4, 2)
     assert np.array(out["weights"]).shape == (1, 2, 3)
+    np.save(tmp_path / "vec.npy", np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]], dtype=np.float32))
+    (tmp_path / "words.txt").write_text("cat\nsat\nmat\nthe\n")
+    same = attn.json("self", "the cat", "--context", "cat sat mat", "--vectors", tmp_path / "vec.npy",
+                     "--words", tmp_path / "words.txt", "--d-attn", 4, "--d-out", 2)
+    assert same == out
 
 
 def test_table_view(attn, tmp_path):
@@ -355,7 +360,8 @@ def test_bad_files(attn, files, tmp_path):
     assert attn.fails("self", tmp_path / "b.yaml") == (
         f"{tmp_path}/b.yaml: the bundle has an unexpected entry 'wz' "
         "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask)")
-    assert attn.fails("self", "the cat", "--vectors", tmp_path / "none.txt") == f"{tmp_path}/none.txt: no such file"
+    assert attn.fails("self", "the cat", "--vectors", tmp_path / "none.txt") == \
+        f"{tmp_path}/none.txt: cannot open: No such file or directory"
     (tmp_path / "empty.txt").write_text("")
     assert attn.fails("self", "the cat", "--vectors", tmp_path / "empty.txt").startswith(
         f"{tmp_path}/empty.txt: empty file, no word vectors")

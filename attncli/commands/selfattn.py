@@ -21,6 +21,7 @@ from attncli.commands.common import (
     Emitted, Format, FormatOption, PrecisionOption, Result,
     check_stdin_once, choose_format, emit, read_bytes, source_name,
 )
+from attncli.commands.lookup import VectorsOption, WordsOption, word_vectors
 from attncli.commands.run import AlignOption, CausalOption, MaskOption, causal_setting
 from attncli.errors import AttnError, UsageError
 
@@ -106,11 +107,8 @@ def self_attention(
         "--d-out", min=1, show_default=False,
         help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
     )] = None,
-    vectors: Annotated[Optional[str], typer.Option(
-        "--vectors", metavar="FILE", show_default=False,
-        help="Word vectors for a sentence (GloVe or word2vec text, word2vec binary). Default: the bundled "
-             "GloVe 6B 50d table.",
-    )] = None,
+    vectors: VectorsOption = None,
+    words_file: WordsOption = None,
     columns: Annotated[bool, typer.Option(
         "--columns",
         help="The files hold column vectors, as seed 004: X and Z are d×n (one column per token) and each W "
@@ -142,7 +140,7 @@ def self_attention(
                          hint=f"heads are numbered from 0 to {heads - 1}")
     problem = load_self_problem(
         source, context, {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo},
-        mask, vectors, columns,
+        mask, (vectors, words_file), columns,
     )
     causal_mode = causal_setting(causal, causal_align)
     steps, random = compute_self(problem, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out, causal=causal_mode)
@@ -182,9 +180,10 @@ class SelfProblem:
 
 
 def load_self_problem(source: str, context: Optional[str], files: dict, mask_file: Optional[str],
-                      vectors_file: Optional[str], columns: bool) -> SelfProblem:
+                      vectors: tuple, columns: bool) -> SelfProblem:
     """Read X (a file, a bundle or a sentence), the context, the weight files and the mask.
 
+    ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table.
     Files named on the command line take the place of the bundle's entries.
     With ``columns``, X, Z and every W are transposed (biases are vectors either way).
     """
@@ -209,12 +208,12 @@ def load_self_problem(source: str, context: Optional[str], files: dict, mask_fil
 
     sentences = [s for s, is_file in ((source, x_is_file), (context, z_is_file)) if s is not None and not is_file]
     if sentences:
-        table = _word_vectors(vectors_file, sentences)
+        table = word_vectors(*vectors, sentences)
         if not x_is_file:
             entries["x"] = _sentence_matrix(source, table)
         if context is not None and not z_is_file:
             entries["context"] = _sentence_matrix(context, table)
-    elif vectors_file is not None:
+    elif vectors != (None, None):
         raise UsageError("--vectors turns the words of a sentence into rows, but X and Z are files")
     weights = {name: entries[name] for name in WEIGHTS if name in entries}
     return SelfProblem(entries["x"], entries.get("context"), weights, entries.get("mask"))
@@ -263,19 +262,6 @@ def _transposed(m):
     from attncli.readers import Matrix
 
     return Matrix(m.values.T, m.col_labels, m.row_labels)
-
-
-def _word_vectors(vectors_file: Optional[str], sentences: list[str]):
-    """The bundled table, or only the sentences' words from --vectors."""
-    from attncli.vectors import load_default, phrase_words
-
-    if vectors_file is None:
-        return load_default()
-    from attncli.vector_files import read_vectors
-
-    if not os.path.exists(vectors_file):
-        raise AttnError("no such file", source=vectors_file)
-    return read_vectors(vectors_file, wanted=[w for s in sentences for w in phrase_words(s)])
 
 
 def _sentence_matrix(text: str, table):
