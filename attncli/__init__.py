@@ -4,6 +4,7 @@ Python API::
 
     from attncli import attention
     output, weights = attention(q, k, v)             # [n_q, d_v], [n_q, n_k]
+    output, weights = multi_head_attention(x, w_q, w_k, w_v, n_head=2)  # [n_q, d_v], [2, n_q, n_k]
 
 numpy is imported on first use, so ``attn --help`` stays fast. The maths
 live in ``attncli.maths`` (not ``attncli.attention``, which would shadow the
@@ -11,11 +12,11 @@ function of that name).
 """
 
 __version__ = "0.1.0"
-__all__ = ["attention", "attention_steps", "softmax", "causal_mask", "AttnError"]
+__all__ = ["attention", "attention_steps", "softmax", "causal_mask", "multi_head_attention", "AttnError"]
 
 
 def __getattr__(name: str):
-    if name in ("attention", "attention_steps", "softmax", "causal_mask"):
+    if name in ("attention", "attention_steps", "softmax", "causal_mask", "multi_head_attention"):
         from attncli import maths
 
         return getattr(maths, name)

@@ -105,6 +105,10 @@ def _register() -> None:
     app.command("run", epilog=run.EXAMPLES)(run.run)
     app.command("lookup", epilog=lookup.EXAMPLES)(lookup.lookup)
 
+    from attncli.commands import selfattn
+
+    app.command("self", epilog=selfattn.EXAMPLES)(selfattn.self_attention)
+
 
 _register()
 

@@ -25,6 +25,19 @@ Examples:
 """
 
 
+# Options shared with commands that turn words into vectors (self).
+VectorsOption = Annotated[Optional[str], typer.Option(
+    "--vectors", metavar="FILE", show_default=False,
+    help="Your own word vectors: GloVe text, word2vec/fastText text or binary, .npz, or .npy "
+         "with --words. Read only until every word needed is found. Default: the bundled "
+         "GloVe 6B 50d table (140,000 words).",
+)]
+WordsOption = Annotated[Optional[str], typer.Option(
+    "--words", metavar="FILE", show_default=False,
+    help="For a .npy --vectors matrix: its words, one per line, in row order.",
+)]
+
+
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
@@ -43,16 +56,8 @@ def lookup(
         help="Keys and values from a YAML/JSON mapping (key: number or key: [vector]), or a CSV "
              "whose first column holds the keys.",
     )] = None,
-    vectors: Annotated[Optional[str], typer.Option(
-        "--vectors", metavar="FILE", show_default=False,
-        help="Your own word vectors: GloVe text, word2vec/fastText text or binary, .npz, or .npy "
-             "with --words. Read only until every word needed is found. Default: the bundled "
-             "GloVe 6B 50d table (140,000 words).",
-    )] = None,
-    words_file: Annotated[Optional[str], typer.Option(
-        "--words", metavar="FILE", show_default=False,
-        help="For a .npy --vectors matrix: its words, one per line, in row order.",
-    )] = None,
+    vectors: VectorsOption = None,
+    words_file: WordsOption = None,
     scale: ScaleOption = None,
     temperature: TemperatureOption = 1.0,
     similarity: SimilarityOption = Similarity.dot,
@@ -70,7 +75,7 @@ def lookup(
     those weights. Matching is case-insensitive.
     """
     key_names, value_matrix = _keys_and_values(keys, values, dict_file)
-    table = _vectors(vectors, words_file, [*queries, *key_names])
+    table = word_vectors(vectors, words_file, [*queries, *key_names])
     q = table.phrases(queries)  # [n_q, d]
     k = table.phrases(key_names)  # [n_k, d]
     options = dict(scale=scale, temperature=temperature, similarity=similarity.value)
@@ -134,7 +139,7 @@ def _split(option: str, text: str) -> list[str]:
     return items
 
 
-def _vectors(path: Optional[str], words_file: Optional[str], texts: list[str]):
+def word_vectors(path: Optional[str], words_file: Optional[str], texts: list[str]):
     """The bundled table, or the user's file read only as far as these words need."""
     from attncli.vectors import load_default, phrase_words
 

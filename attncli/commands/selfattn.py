@@ -1,0 +1,415 @@
+"""``attn self``: self-, cross- and multi-head attention with projections.
+
+Q = X W_Q + b_q, K = Z W_K + b_k, V = Z W_V + b_v (Z = X unless --context),
+split into heads, attention in each, heads side by side, then W_O + b_o when
+given (seeds 001, 002 and 004). X is a matrix file, a bundle holding X and the
+weights, or a sentence whose words become rows through word vectors. Any of
+W_Q, W_K, W_V not given is drawn from a seeded generator, as the seeds do when
+they have no trained weights.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Annotated, Any, Optional
+
+import typer
+
+from attncli.commands.common import (
+    Emitted, Format, FormatOption, PrecisionOption, Result,
+    check_stdin_once, choose_format, emit, read_bytes, source_name,
+)
+from attncli.commands.lookup import VectorsOption, WordsOption, word_vectors
+from attncli.commands.run import AlignOption, CausalOption, MaskOption, causal_setting
+from attncli.errors import AttnError, UsageError
+
+EXAMPLES = """\b
+Examples:
+  attn self "the pink elephant tried to get into the car but it was too big" --heads 2
+  attn self x.csv --wq wq.npy --wk wk.npy --wv wv.npy            # one head
+  attn self x.csv --wq wq.npy --wk wk.npy --wv wv.npy --wo wo.npy --heads 4 --causal
+  attn self x.csv --context z.csv --wq wq.npy --wk wk.npy --wv wv.npy   # cross-attention
+  attn self samples/three_spaces.yaml        # one bundle: x, and any of context, wq ... bo
+  attn self x.csv --columns --wq wq.csv --wk wk.csv --wv wv.csv  # seed 004: vectors as columns
+  attn self "she made her uncle tea" --heads 2 -f npy --emit weights > w.npy
+"""
+
+# Bundle entries, and the names the maths and messages use for them.
+WEIGHTS = {"wq": "W_Q", "wk": "W_K", "wv": "W_V", "wo": "W_O", "bq": "b_q", "bk": "b_k", "bv": "b_v", "bo": "b_o"}
+BUNDLE_ENTRIES = ("x", "context", *WEIGHTS, "mask")
+RANDOM = ("wq", "wk", "wv")  # drawn from --seed when not given; W_O and biases never are
+MAX_TABLE_COLUMNS = 12  # output columns shown on a terminal; data formats have them all
+
+
+class Emit(str, Enum):
+    output = "output"
+    weights = "weights"
+    q = "q"
+    k = "k"
+    v = "v"
+
+
+def _file_option(flag: str, what: str):
+    return Annotated[Optional[str], typer.Option(flag, metavar="FILE", help=what, show_default=False)]
+
+
+WqOption = _file_option("--wq", "W_Q, d_in×d_attn: Q = X W_Q + b_q. Random when not given.")
+WkOption = _file_option("--wk", "W_K, d_z×d_attn: K = Z W_K + b_k. Random when not given.")
+WvOption = _file_option("--wv", "W_V, d_z×d_v: V = Z W_V + b_v. Random when not given.")
+WoOption = _file_option("--wo", "W_O, d_v×d_out: output = concat(heads) W_O + b_o. None when not given.")
+BqOption = _file_option("--bq", "b_q, d_attn numbers (one row or column). Zero when not given.")
+BkOption = _file_option("--bk", "b_k, d_attn numbers. Zero when not given.")
+BvOption = _file_option("--bv", "b_v, d_v numbers. Zero when not given.")
+BoOption = _file_option("--bo", "b_o, d_out numbers; needs W_O.")
+
+
+def self_attention(
+    source: Annotated[str, typer.Argument(
+        metavar="X", show_default=False,
+        help="The rows that attend: a matrix file (CSV, TSV, NPY, YAML, JSON; '-' is stdin), a bundle "
+             "(YAML, JSON or NPZ with x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask), or a "
+             "sentence: anything that is not a file and has no / or file extension. A sentence's words "
+             "become rows through the word vectors, labelled by the words.",
+    )],
+    context: Annotated[Optional[str], typer.Option(
+        "--context", "-c", metavar="Z", show_default=False,
+        help="Cross-attention: keys and values come from Z (a matrix file or a sentence) instead of X.",
+    )] = None,
+    wq: WqOption = None,
+    wk: WkOption = None,
+    wv: WvOption = None,
+    wo: WoOption = None,
+    bq: BqOption = None,
+    bk: BkOption = None,
+    bv: BvOption = None,
+    bo: BoOption = None,
+    heads: Annotated[int, typer.Option(
+        "--heads", "-H", min=1,
+        help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
+    )] = 1,
+    head: Annotated[Optional[int], typer.Option(
+        "--head", min=0, show_default=False,
+        help="Show only head N (numbered from 0) on the terminal, and write only its n_q×n_k weights "
+             "with --emit weights in csv/tsv/npy. JSON always holds every head.",
+    )] = None,
+    seed: Annotated[int, typer.Option(
+        "--seed", min=0,
+        help="Seed of the random W_Q, W_K, W_V: each d×d' matrix is drawn from N(0, 1/d) (LeCun normal), "
+             "so projected features stay as large as the inputs and the scores near 1.",
+    )] = 0,
+    d_attn: Annotated[Optional[int], typer.Option(
+        "--d-attn", min=1, show_default=False,
+        help="Width of random W_Q and W_K (the attention space). Default: the width of a given W_Q or W_K, else d_in.",
+    )] = None,
+    d_out: Annotated[Optional[int], typer.Option(
+        "--d-out", min=1, show_default=False,
+        help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
+    )] = None,
+    vectors: VectorsOption = None,
+    words_file: WordsOption = None,
+    columns: Annotated[bool, typer.Option(
+        "--columns",
+        help="The files hold column vectors, as seed 004: X and Z are d×n (one column per token) and each W "
+             "is d_out×d_in. They are transposed on reading; results are still one row per token.",
+    )] = False,
+    mask: MaskOption = None,
+    causal: CausalOption = False,
+    causal_align: AlignOption = None,
+    fmt: FormatOption = None,
+    emit_which: Annotated[Emit, typer.Option(
+        "--emit",
+        help="The matrix csv/tsv/npy write: output (n_q×d_out), weights (npy: heads×n_q×n_k; csv/tsv: every "
+             "head's rows stacked, labelled head:query), or the projections q, k, v.",
+    )] = Emit.output,
+    precision: PrecisionOption = 3,
+) -> None:
+    """Self-, cross- and multi-head attention: project X (and a context Z), attend, project out.
+
+    Q = X W_Q + b_q, K = Z W_K + b_k, V = Z W_V + b_v, with Z = X unless
+    --context. Row vectors: X is n_q×d_in, W_Q is d_in×d_attn. With --heads H,
+    Q, K and V are cut into H slices along their columns; each head attends on
+    its own, the heads' outputs are put side by side and multiplied by W_O when
+    given. On a terminal: a header with d_in, d_attn, d_out, heads and the seed,
+    one heatmap per head and the output. In a pipe: one JSON object with
+    queries, keys, weights (heads × n_q × n_k), output and the projections.
+    """
+    if head is not None and head >= heads:
+        raise UsageError(f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
+                         hint=f"heads are numbered from 0 to {heads - 1}")
+    problem = load_self_problem(
+        source, context, {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo},
+        mask, (vectors, words_file), columns,
+    )
+    causal_mode = causal_setting(causal, causal_align)
+    steps, random = compute_self(problem, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out, causal=causal_mode)
+    settings = {"seed": seed, "random": random, "causal": causal_mode, "head": head}
+    result = self_result(problem, steps, settings, precision, choose_format(fmt))
+    emit(result, fmt, emit_which.value)
+
+
+@dataclass
+class SelfProblem:
+    """X, the context Z (None for self-attention), the given weights and the mask, as read."""
+
+    x: Any  # Matrix [n_q, d_in]
+    z: Any = None  # Matrix [n_k, d_z], or None: Z = X
+    weights: dict = field(default_factory=dict)  # "wq" ... "bo" -> Matrix
+    mask: Any = None  # Matrix [n_q, n_k]
+
+    @property
+    def queries(self) -> list[str]:
+        return self.x.row_labels or [f"x{i}" for i in range(self.x.shape[0])]
+
+    @property
+    def keys(self) -> list[str]:
+        if self.z is None:
+            return self.queries
+        return self.z.row_labels or [f"z{i}" for i in range(self.z.shape[0])]
+
+    @property
+    def context(self):
+        """The Matrix keys and values come from: Z, or X for self-attention."""
+        return self.x if self.z is None else self.z
+
+    def given(self, name: str):
+        """The values of a given weight ("wq" ... "bo"), or None."""
+        m = self.weights.get(name)
+        return None if m is None else m.values
+
+
+def load_self_problem(source: str, context: Optional[str], files: dict, mask_file: Optional[str],
+                      vectors: tuple, columns: bool) -> SelfProblem:
+    """Read X (a file, a bundle or a sentence), the context, the weight files and the mask.
+
+    ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table.
+    Files named on the command line take the place of the bundle's entries.
+    With ``columns``, X, Z and every W are transposed (biases are vectors either way).
+    """
+    from attncli.readers import read_matrix
+
+    x_is_file, z_is_file = is_file_name(source), context is not None and is_file_name(context)
+    check_stdin_once([source if x_is_file else None, context if z_is_file else None, *files.values(), mask_file])
+    entries: dict = {}
+    if x_is_file:
+        entries.update(_read_x_or_bundle(read_bytes(source), source_name(source)))
+    if z_is_file:
+        entries["context"] = read_matrix(read_bytes(context), source_name(context))
+    for name, path in files.items():
+        if path is not None:
+            entries[name] = read_matrix(read_bytes(path), source_name(path))
+    if mask_file is not None:
+        entries["mask"] = read_matrix(read_bytes(mask_file), source_name(mask_file), mask=True)
+    if columns:
+        for name in ("x", "context", "wq", "wk", "wv", "wo"):
+            if name in entries:
+                entries[name] = _transposed(entries[name])
+
+    sentences = [s for s, is_file in ((source, x_is_file), (context, z_is_file)) if s is not None and not is_file]
+    if sentences:
+        table = word_vectors(*vectors, sentences)
+        if not x_is_file:
+            entries["x"] = _sentence_matrix(source, table)
+        if context is not None and not z_is_file:
+            entries["context"] = _sentence_matrix(context, table)
+    elif vectors != (None, None):
+        raise UsageError("--vectors turns the words of a sentence into rows, but X and Z are files")
+    weights = {name: entries[name] for name in WEIGHTS if name in entries}
+    return SelfProblem(entries["x"], entries.get("context"), weights, entries.get("mask"))
+
+
+def is_file_name(text: str) -> bool:
+    """Is X (or Z) a file rather than a sentence? '-', an existing path, or one
+    word that looks like a file name (a / or an extension such as .csv), so that
+    a mistyped file name is "no such file", not an unknown word."""
+    import re
+
+    if text == "-" or os.path.exists(text):
+        return True
+    if any(c.isspace() for c in text):
+        return False
+    return "/" in text or os.sep in text or re.search(r"[^.]\.[A-Za-z0-9]+$", text) is not None
+
+
+def _read_x_or_bundle(data: bytes, source: str) -> dict:
+    """{"x": X} from a matrix file, or every entry of a bundle that holds x."""
+    from attncli.readers import detect_format, read_bundle, read_matrix
+    from attncli.readers.trees import load_tree
+
+    fmt = detect_format(source, data)
+    if fmt == "npz":
+        bundle = read_bundle(data, source, fmt)
+        is_bundle = any(name.lower() == "x" for name in bundle.matrices)
+    elif fmt in ("yaml", "json"):
+        tree = load_tree(data, source, fmt)
+        is_bundle = isinstance(tree, dict) and any(str(name).lower() == "x" for name in tree)
+        bundle = read_bundle(data, source, fmt) if is_bundle else None
+    else:
+        is_bundle = False
+    if not is_bundle:
+        return {"x": read_matrix(data, source, fmt)}
+    entries = {name.lower(): m for name, m in bundle.matrices.items()}
+    extra = sorted(set(entries) - set(BUNDLE_ENTRIES))
+    if extra:
+        raise AttnError(f"the bundle has an unexpected entry {extra[0]!r}", source=source,
+                        hint="a bundle holds x and any of " + ", ".join(BUNDLE_ENTRIES[1:]))
+    return entries
+
+
+def _transposed(m):
+    """A column-convention matrix turned into rows, its labels swapped with it."""
+    from attncli.readers import Matrix
+
+    return Matrix(m.values.T, m.col_labels, m.row_labels)
+
+
+def _sentence_matrix(text: str, table):
+    """One row per word of the sentence: its vector, labelled by the word."""
+    from attncli.readers import Matrix
+    from attncli.vectors import phrase_words
+
+    words = phrase_words(text)
+    if not words:
+        raise AttnError(f"no words in {text!r}", hint="give a sentence or a matrix file")
+    return Matrix(table.lookup(words), words, None)
+
+
+def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: Optional[int],
+                 d_out: Optional[int], causal) -> tuple[Any, list[str]]:
+    """Draw the missing W_Q, W_K, W_V and run the multi-head maths -> (steps, names drawn)."""
+    from attncli.maths import multi_head_attention_steps, random_projection
+
+    x = problem.x.values
+    z = x if problem.z is None else problem.z.values
+    w_o = problem.given("wo")
+    attn_width = _width("--d-attn", d_attn, problem, ("wq", "wk"), x.shape[1])
+    v_width = _width("--d-out", d_out, problem, ("wv",), x.shape[1] if w_o is None else w_o.shape[0])
+    shapes = {"wq": (x.shape[1], attn_width), "wk": (z.shape[1], attn_width), "wv": (z.shape[1], v_width)}
+    drawn = {}
+    for i, name in enumerate(RANDOM):
+        if problem.given(name) is None:
+            drawn[name] = random_projection(seed, i, *shapes[name])
+    w = {name: drawn.get(name, problem.given(name)) for name in RANDOM}
+    steps = multi_head_attention_steps(
+        x, w["wq"], w["wk"], w["wv"],
+        context=None if problem.z is None else z,
+        w_o=w_o, b_q=problem.given("bq"), b_k=problem.given("bk"),
+        b_v=problem.given("bv"), b_o=problem.given("bo"),
+        n_head=heads, mask=None if problem.mask is None else problem.mask.values, causal=causal,
+    )
+    return steps, [WEIGHTS[name] for name in drawn]
+
+
+def _width(option: str, value: Optional[int], problem: SelfProblem, names: tuple, default: int) -> int:
+    """Columns of a random projection: the option, else a given sibling's width, else the default.
+    An option that disagrees with a given matrix is a usage error, not silently ignored."""
+    given = [(n, problem.given(n)) for n in names if problem.given(n) is not None]
+    for name, m in given:
+        if value is not None and m.shape[-1] != value:
+            raise UsageError(f"{option} {value} but {WEIGHTS[name]} is {'×'.join(map(str, m.shape))}",
+                             hint=f"{option} sets the width of random projections only")
+    if value is not None:
+        return value
+    return given[0][1].shape[-1] if given else default
+
+
+def self_result(problem: SelfProblem, steps, settings: dict, precision: int, fmt: Format) -> Result:
+    """JSON, terminal view and emittable matrices of one `attn self` run."""
+    dims = _dims(problem, steps, n_head=steps.weights.shape[0])
+    out_labels = _output_columns(problem)
+    data = {
+        "queries": problem.queries,
+        "keys": problem.keys,
+        "columns": out_labels or [f"d{i}" for i in range(steps.output.shape[1])],
+        "weights": steps.weights,  # [heads, n_q, n_k], always 3-D
+        "output": steps.output,
+        "q": steps.q,
+        "k": steps.k,
+        "v": steps.v,
+        **dims,
+        "scale": steps.heads.scale,
+        "causal": settings["causal"],
+        "seed": settings["seed"],
+        "random": settings["random"],
+    }
+    matrices = {
+        "output": Emitted(steps.output, problem.x.row_labels, out_labels),
+        "weights": _weights_to_emit(problem, steps.weights, settings["head"], fmt),
+        "q": Emitted(steps.q, problem.x.row_labels),
+        "k": Emitted(steps.k, problem.context.row_labels),
+        "v": Emitted(steps.v, problem.context.row_labels),
+    }
+    view = None if fmt is not Format.table else _view(problem, steps, dims, settings, data["columns"], precision)
+    return Result(data, view, matrices)
+
+
+def _dims(problem: SelfProblem, steps, n_head: int) -> dict:
+    """The sizes of the three spaces (seed 004) and of the heads."""
+    d_attn, d_v = steps.q.shape[1], steps.v.shape[1]
+    dims = {"heads": n_head, "d_in": problem.x.shape[1]}
+    if problem.z is not None:
+        dims["d_z"] = problem.z.shape[1]
+    dims.update(d_attn=d_attn, d_head=d_attn // n_head, d_v=d_v, d_out=steps.output.shape[1])
+    return dims
+
+
+def _output_columns(problem: SelfProblem) -> Optional[list[str]]:
+    last = problem.weights.get("wo", problem.weights.get("wv"))
+    return None if last is None else last.col_labels
+
+
+def _weights_to_emit(problem: SelfProblem, weights, head: Optional[int], fmt: Format) -> Emitted:
+    """One head as n_q×n_k; else npy gets [heads, n_q, n_k] and csv/tsv every
+    head's rows stacked, labelled head:query."""
+    keys = problem.context.row_labels
+    if head is not None:
+        return Emitted(weights[head], problem.x.row_labels, keys)
+    if fmt is Format.npy:
+        return Emitted(weights)
+    n_head, n_q, n_k = weights.shape
+    labels = [f"{h}:{query}" for h in range(n_head) for query in problem.queries]
+    return Emitted(weights.reshape(n_head * n_q, n_k), labels, keys)
+
+
+def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: list[str], precision: int):
+    """Header, one heatmap per head (or the one --head asks for), the output."""
+    from rich.text import Text
+
+    from attncli.render import heatmap, legend, number_table, stack
+
+    n_head = dims["heads"]
+    kind = "self-attention" if problem.z is None else "cross-attention"
+    z_part = "" if problem.z is None else f" over Z {problem.z.shape[0]}×{dims['d_z']}"
+    sizes = " · ".join(f"{name} {dims[name]}" for name in ("d_in", "d_z", "d_attn", "d_v", "d_out") if name in dims
+                       and (name != "d_v" or "wo" in problem.weights))
+    random = settings["random"]
+    seed = f"seed {settings['seed']}: random {', '.join(random)}" if random else "no random weights"
+    details = [sizes, f"{n_head} head{'s' if n_head > 1 else ''} of d_head {dims['d_head']}",
+               f"scale 1/√{dims['d_head']} = {steps.heads.scale:.4g}", seed]
+    if settings["causal"]:
+        details.append(f"causal ({settings['causal']})")
+    allowed = steps.heads.allowed
+    if allowed is not None:
+        details.append(f"{int((~allowed[0]).sum())} of {allowed[0].size} pairs masked")
+    header = Text.assemble((kind + " ", "bold"),
+                           f"X {problem.x.shape[0]}×{dims['d_in']}{z_part} → output "
+                           f"{steps.output.shape[0]}×{dims['d_out']}\n", " · ".join(details))
+    parts: list = [header]
+    shown = range(n_head) if settings["head"] is None else [settings["head"]]
+    for h in shown:
+        title = f"head {h} of {n_head}: weights = softmax(Q_h K_hᵀ/√{dims['d_head']}), each row sums to 1"
+        parts.append(heatmap(steps.weights[h], problem.queries, problem.keys, precision=precision,
+                             title=title, allowed=None if allowed is None else allowed[h]))
+        parts.append(legend(float(steps.weights[h].max()), precision))
+    if "wo" in problem.weights:
+        how = "concat(heads) · W_O" + (" + b_o" if "bo" in problem.weights else "")
+    else:
+        how = "weights · V" + (", heads side by side" if n_head > 1 else "")
+    cut = steps.output.shape[1] > MAX_TABLE_COLUMNS
+    parts.append(number_table(steps.output[:, :MAX_TABLE_COLUMNS], problem.queries, out_labels[:MAX_TABLE_COLUMNS],
+                              precision=precision, title=f"output = {how}"))
+    if cut:
+        parts.append(Text(f"… and {steps.output.shape[1] - MAX_TABLE_COLUMNS} more columns "
+                          "(all of them with --format json, csv or npy)", style="dim"))
+    return stack(*parts)
