@@ -49,6 +49,16 @@ def fmt(x: float, precision: int) -> str:
     return f"{x:.{precision}f}"
 
 
+def short(x: float, precision: int = 3) -> str:
+    """A number as a person writes it: rounded to ``precision`` decimals, no
+    trailing zeros (1, 0.5, 0.522), or scientific when that would hide it."""
+    text = fmt(x, precision)
+    if "e" in text or "." not in text:
+        return text
+    text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
 def default_labels(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(n)]
 

@@ -39,7 +39,15 @@ class Emit(str, Enum):
     weights = "weights"
 
 
-# Options shared with commands that take the same inputs (explain).
+# Arguments and options shared with commands that take the same inputs (explain).
+FilesArgument = Annotated[list[str], typer.Argument(
+    metavar="FILE...", show_default=False,
+    help="One bundle (YAML, JSON or NPZ with entries q, k, v and optionally mask) or three "
+         "files Q K V: CSV, TSV, NPY, YAML or JSON. '-' reads one of them from stdin. "
+         "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
+)]
+EmitOption = Annotated[Emit, typer.Option(
+    "--emit", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
 MaskOption = Annotated[Optional[str], typer.Option(
     "--mask", metavar="FILE",
     help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix. Booleans or 0/1 "
@@ -68,11 +76,7 @@ SimilarityOption = Annotated[Similarity, typer.Option(
 
 
 def run(
-    files: Annotated[list[str], typer.Argument(
-        metavar="FILE...", show_default=False,
-        help="One bundle (YAML, JSON or NPZ with entries q, k, v and optionally mask) or three "
-             "files Q K V: CSV, TSV, NPY, YAML or JSON. '-' reads one of them from stdin.",
-    )],
+    files: FilesArgument,
     mask: MaskOption = None,
     causal: CausalOption = False,
     causal_align: AlignOption = None,
@@ -80,8 +84,7 @@ def run(
     temperature: TemperatureOption = 1.0,
     similarity: SimilarityOption = Similarity.dot,
     fmt: FormatOption = None,
-    emit_which: Annotated[Emit, typer.Option(
-        "--emit", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")] = Emit.output,
+    emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
 ) -> None:
@@ -92,8 +95,7 @@ def run(
     scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
     """
     problem = load_problem(files, mask)
-    options = dict(scale=scale, temperature=temperature, similarity=similarity.value,
-                   causal=causal_setting(causal, causal_align))
+    options = settings(scale, temperature, similarity, causal, causal_align)
     steps = compute(problem, **options)
     result = run_result(problem, steps, precision, options)
     save_pictures(result.view, svg, html, title="attn run")
@@ -158,6 +160,13 @@ def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
     if mask_file is not None:
         mask = read_matrix(read_bytes(mask_file), source_name(mask_file), mask=True)
     return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None), meta)
+
+
+def settings(scale: Optional[float], temperature: float, similarity: Similarity, causal: bool,
+             causal_align: Optional[Align]) -> dict:
+    """The attention options as ``compute`` and ``describe`` take them."""
+    return dict(scale=scale, temperature=temperature, similarity=similarity.value,
+                causal=causal_setting(causal, causal_align))
 
 
 def causal_setting(causal: bool, align: Optional[Align]):
