@@ -135,8 +135,9 @@ def stack(*parts: RenderableType | None) -> Group:
 
 class ColumnBlocks:
     """A labelled matrix that fits the width it is given: when all the columns
-    do not fit side by side, it prints them in blocks of as many as fit, each
-    block with the row labels again, rather than squeezing cells into "…".
+    do not fit side by side, it prints them in blocks of about equal size, as
+    many columns as fit, each block with the row labels again, rather than
+    squeezing cells into "…".
 
     Widths come from the cells' text (label + Σ(column + 3) for the borderless
     table), so nothing is rendered twice.
@@ -144,22 +145,29 @@ class ColumnBlocks:
 
     def __init__(self, cols: Sequence[Label], body: list[tuple[Label, list[Label]]]) -> None:
         self.cols, self.body = list(cols), body
-        self.label_width = max([_width(label) for label, _ in body] + [0])
-        self.widths = [
-            max([_width(name)] + [_width(cells[j]) for _, cells in body]) for j, name in enumerate(self.cols)
-        ]
 
-    def blocks(self, width: int) -> list[range]:
-        """Runs of column indices, each as wide as fits in ``width`` (at least one column)."""
-        runs: list[range] = []
-        start, used = 0, self.label_width
-        for j, w in enumerate(self.widths):
+    def widths(self, console: Console) -> tuple[int, list[int]]:
+        """The label column's width and each column's, as this console shows them."""
+        label = max([_width(label, console) for label, _ in self.body] + [0])
+        return label, [max([_width(name, console)] + [_width(cells[j], console) for _, cells in self.body])
+                       for j, name in enumerate(self.cols)]
+
+    @staticmethod
+    def blocks(label: int, widths: list[int], width: int) -> list[range]:
+        """Runs of column indices that fit ``width`` (at least one column each):
+        as few runs as the greedy fill needs, evened out when they still fit."""
+        greedy: list[range] = []
+        start, used = 0, label
+        for j, w in enumerate(widths):
             if j > start and used + w + 3 > width:
-                runs.append(range(start, j))
-                start, used = j, self.label_width
+                greedy.append(range(start, j))
+                start, used = j, label
             used += w + 3
-        runs.append(range(start, len(self.widths)))
-        return runs
+        greedy.append(range(start, len(widths)))
+        n, size = len(widths), -(-len(widths) // len(greedy))
+        even = [range(i, min(i + size, n)) for i in range(0, n, size)]
+        fits = all(label + sum(widths[j] + 3 for j in run) <= width for run in even)
+        return even if fits and len(even) == len(greedy) else greedy
 
     def table(self, columns: Iterable[int]) -> Table:
         columns = list(columns)
@@ -169,26 +177,28 @@ class ColumnBlocks:
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        runs = self.blocks(options.max_width)
+        runs = self.blocks(*self.widths(console), options.max_width)
         if len(runs) == 1:
             yield self.table(runs[0])
             return
         for n, run in enumerate(runs):
             if n:
                 yield Text("")
-            yield Text(f"columns {run.start + 1}–{run.stop} of {len(self.cols)}", style="dim")
+            which = f"s {run.start + 1}–{run.stop}" if len(run) > 1 else f" {run.start + 1}"
+            yield Text(f"column{which} of {len(self.cols)}", style="dim")
             yield self.table(run)
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        full = self.label_width + sum(w + 3 for w in self.widths)
-        narrow = self.label_width + (max(self.widths) + 3 if self.widths else 0)
+        label, widths = self.widths(console)
+        full = label + sum(w + 3 for w in widths)
+        narrow = label + (max(widths) + 3 if widths else 0)
         return Measurement(min(narrow, full), full).clamp(max_width=options.max_width)
 
 
-def _width(cell: Label) -> int:
+def _width(cell: Label, console: Console) -> int:
     """Cells a label or number takes on screen (the widest line of a multi-line header)."""
     if isinstance(cell, IfColour):
-        return max(_width(cell.coloured), _width(cell.plain))
+        cell = cell.choose(console)
     text = cell if isinstance(cell, Text) else Text(str(cell))
     return max((line.cell_len for line in text.split()), default=0)
 
