@@ -22,14 +22,13 @@ Examples:
   attn softmax 1 2 3 | jq .weights
 """
 
-NUMBER = re.compile(r"-(inf(inity)?|nan|(\d+\.?\d*|\.\d+)(e[-+]?\d+)?)", re.IGNORECASE)
 SEPARATORS = re.compile(r"[\s,]+")
 
 
 class NumbersCommand(TyperCommand):
-    """A command whose arguments may be negative numbers: ``-1.0`` is a number,
-    not an unknown option. Options (and their values) stay where Click expects
-    them; every other word is moved after ``--``, in order, as an argument."""
+    """A command whose arguments may be negative numbers: ``-1.0`` (or
+    ``-1,-2``) is a number, not an unknown option. Options and their values
+    stay where Click expects them; every other word goes after ``--``, in order."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
         takes_value, flags = set(), set()
@@ -43,19 +42,24 @@ class NumbersCommand(TyperCommand):
             if arg == "--":
                 words.extend(rest)
             elif arg in takes_value:
-                options.append(arg)
-                options.extend(_take(rest))
-            elif arg in flags or (arg.startswith("-") and arg != STDIN and not NUMBER.fullmatch(arg)):
+                value = next(rest, None)
+                if value is None:  # let Click say the value is missing
+                    return super().parse_args(ctx, args)
+                options += [arg, value]
+            elif arg in flags or (arg.startswith("-") and arg != STDIN and not _numbers(arg)):
                 options.append(arg)  # a flag, --name=value, or an unknown option for Click to report
             else:
                 words.append(arg)
         return super().parse_args(ctx, [*options, "--", *words] if words else options)
 
 
-def _take(rest) -> list[str]:
-    """The value after an option, if there is one (Click reports a missing one)."""
-    value = next(rest, None)
-    return [] if value is None else [value]
+def _numbers(word: str) -> bool:
+    """Is the word one or more numbers ('-1.5', '-1,-2')?"""
+    try:
+        [float(w) for w in SEPARATORS.split(word) if w]
+    except ValueError:
+        return False
+    return True
 
 
 def softmax(
