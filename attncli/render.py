@@ -224,7 +224,9 @@ class IfColour:
 def swatch(rgb: tuple[int, int, int], width: int = 2) -> Text:
     """A block of the colour itself."""
     r, g, b = rgb
-    return Text(" " * width, style=f"on rgb({r},{g},{b})")
+    # a full block in the colour on the colour: a table strips trailing blanks, so spaces alone
+    # would vanish from a header's swatch line
+    return Text("█" * width, style=f"rgb({r},{g},{b}) on rgb({r},{g},{b})")
 
 
 def swatched(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | None) -> list[Label]:
