@@ -142,7 +142,8 @@ def _console():
 PICTURE_WIDTH = 100  # columns of a picture when no terminal says otherwise
 
 
-def save_pictures(view: Any, svg: Optional[str] = None, html: Optional[str] = None, *, title: str = "attn") -> None:
+def save_pictures(view: Any, svg: Optional[str] = None, html: Optional[str] = None, *,
+                  title: str = "attn") -> None:
     """Write the terminal view to ``--svg``/``--html`` files, before stdout gets
     its output, so that a picture error stops the command with nothing printed.
 
@@ -171,7 +172,8 @@ def save_pictures(view: Any, svg: Optional[str] = None, html: Optional[str] = No
     if svg is not None:
         write_atomically(svg, console.export_svg(title=title, clear=False))
     if html is not None:
-        write_atomically(html, console.export_html(clear=False).replace("<head>", f"<head>\n<title>{html_escape(title)}</title>", 1))
+        page = console.export_html(clear=False)
+        write_atomically(html, page.replace("<head>", f"<head>\n<title>{html_escape(title)}</title>", 1))
 
 
 def write_atomically(name: str, text: str) -> None:

@@ -128,7 +128,8 @@ def explain_view(problem: Problem, steps, precision: int, options: dict, i: int,
                       ("\n" + str(description)) if description else "", "\n", describe(steps, d_k, options)),
         heading("The inputs",
                 "Each row is a vector. Every query is compared with every key, and each key has a value."),
-        table(q, rows, problem.q.col_labels or _columns(d_k), f"Q: {_count(n_q, 'query', 'queries')}, {n_q}×{d_k}"),
+        table(q, rows, problem.q.col_labels or _columns(d_k),
+              f"Q: {_count(n_q, 'query', 'queries')}, {n_q}×{d_k}"),
         table(problem.k.values, key_rows, problem.k.col_labels or _columns(d_k),
               f"K: {_count(n_k, 'key', 'keys')}, {n_k}×{d_k}"),
         table(v, key_rows, problem.columns, f"V: one value per key, {n_k}×{d_v}"),
@@ -178,7 +179,8 @@ def scale_sentences(steps, d_k: int, options: dict) -> list[str]:
         first = "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1)."
     else:
         first = (f"The scores are multiplied by 1/√d_k = 1/√{d_k} = {steps.scale:.4g}: dot products of "
-                 f"longer vectors spread wider, and scaling keeps softmax from piling all the weight on one key.")
+                 "longer vectors spread wider, and scaling keeps softmax from piling all the weight "
+                 "on one key.")
     temperature = options["temperature"]
     second = None if temperature == 1 else (
         f"Then they are divided by the temperature {temperature:g}, which "
@@ -217,9 +219,8 @@ def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -
     keys = [j for j in range(len(weights)) if allowed is None or allowed[j]]
     shown = sorted(sorted(keys, key=lambda j: -weights[j])[:TERMS])
     terms = [f"{fmt(weights[j], precision)} × {_vector(v[j], precision)}" for j in shown]
-    rest = len(keys) - len(shown)
-    tail = f" + … ({rest} more keys, weight {fmt(sum(weights[j] for j in keys if j not in shown), precision)})" \
-        if rest else ""
+    rest = [j for j in keys if j not in shown]
+    tail = f" + … ({len(rest)} more keys, weight {fmt(sum(weights[j] for j in rest), precision)})" if rest else ""
     return f"{label}: {' + '.join(terms) or '0'}{tail} = {_vector(output, precision)}"
 
 

@@ -99,7 +99,8 @@ def read_numbers(words: list[str]):
         text = sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")
         values = [_number(w, "<stdin>", text) for w in SEPARATORS.split(text.strip()) if w]
         if not values:
-            raise AttnError("no numbers", source="<stdin>", hint="expected numbers separated by spaces or commas")
+            raise AttnError("no numbers", source="<stdin>",
+                            hint="expected numbers separated by spaces or commas")
     else:
         values = [_number(w, None, None) for arg in words for w in SEPARATORS.split(arg.strip()) if w]
         if not values:
