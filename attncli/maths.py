@@ -77,7 +77,10 @@ def split_mask(mask: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray |
         raise AttnError("a mask may hold -inf but not NaN or +inf")
     if np.isin(mask, (0, 1)).all():
         return mask.astype(bool), None
-    return None, mask
+    finite = np.isfinite(mask)
+    if finite.all():
+        return None, mask
+    return finite, np.where(finite, mask, 0.0)  # -inf forbids the pair, like False
 
 
 def _check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:

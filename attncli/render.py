@@ -242,3 +242,42 @@ def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, in
         return list(labels)
     return [IfColour(Text.assemble(label, "\n", swatch(rgb, max(len(label), 2))), label)
             for label, rgb in zip(labels, colours)]
+
+
+def bar(x: float, width: int = 20) -> Text:
+    """A horizontal bar of x in [0, 1], in eighths of a character."""
+    eighths = round(min(max(x, 0.0), 1.0) * width * 8)
+    return Text("█" * (eighths // 8) + " ▏▎▍▌▋▊▉"[eighths % 8].strip(), style=background(x).replace("on ", ""))
+
+
+def lookup_table(
+    query: str,
+    keys: Sequence[str],
+    scores: Any,
+    weights: Any,
+    values: Any = None,
+    output: Any = None,
+    *,
+    precision: int = 3,
+) -> RenderableType:
+    """One query against its keys: similarity, weight (with a bar) and value per key,
+    then the weighted sum of the values."""
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("key", style="bold", no_wrap=True)
+    table.add_column("score", justify="right", no_wrap=True)
+    table.add_column("weight", justify="right", no_wrap=True)
+    table.add_column("", no_wrap=True)
+    columns = [] if values is None else (values.col_labels or [f"d{j}" for j in range(values.shape[1])])
+    for name in columns:
+        table.add_column(name, justify="right", no_wrap=True)
+    for i, key in enumerate(keys):
+        cells = [fmt(float(x), precision) for x in values.values[i]] if values is not None else []
+        table.add_row(key, fmt(float(scores[i]), precision), f"{weights[i]:.{precision}f}",
+                      bar(float(weights[i])), *cells)
+    title = Text.assemble(("query ", "bold"), (query, "bold cyan"))
+    parts: list[RenderableType] = [title, table]
+    if output is not None:
+        sums = [fmt(float(x), precision) for x in output]
+        total = sums[0] if len(sums) == 1 else ", ".join(f"{n} {x}" for n, x in zip(columns, sums))
+        parts.append(Text.assemble(("weighted sum: ", "bold"), total))
+    return Group(*parts)

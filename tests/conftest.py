@@ -1,12 +1,26 @@
 import json
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from typer.testing import CliRunner
 
 from attncli.cli import app
 
 SAMPLES = Path(__file__).resolve().parent.parent / "samples"
+
+# Hypothesis: a fast default for every run, and a long search on demand:
+#   ATTN_FUZZ_EXAMPLES=20000 python -m pytest tests/test_properties.py tests/test_fuzz.py
+# No deadline: a busy CI machine must not turn slowness into failures.
+settings.register_profile(
+    "attn",
+    max_examples=int(os.environ.get("ATTN_FUZZ_EXAMPLES", 100)),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    derandomize="ATTN_FUZZ_EXAMPLES" not in os.environ,
+)
+settings.load_profile("attn")
 
 
 class Attn:

@@ -41,7 +41,7 @@ def test_options_reach_every_step(attn, samples, tmp_path):
     assert out["weights"] == [[1, 0, 0]]
     (tmp_path / "m.csv").write_text("0,-inf,0.5\n")
     out = attn.json("explain", *footnote(samples), "--mask", tmp_path / "m.csv")
-    assert out["allowed"] is None and out["logits"][0][1] is None
+    assert out["allowed"] == [[True, False, True]] and out["logits"][0][1] is None
     assert out["logits"][0][2] == pytest.approx(3 / np.sqrt(3) + 0.5)
 
 

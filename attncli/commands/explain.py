@@ -204,7 +204,7 @@ def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int
                      "A forbidden pair's score becomes −∞, so softmax gives it weight 0.")
     if not np.array_equal(np.where(np.isfinite(steps.logits), steps.logits, 0),
                           np.where(np.isfinite(steps.logits), scaled, 0)):
-        parts.append("The mask adds its numbers to the scaled scores; −inf forbids a pair (weight 0).")
+        parts.append(f"{'It also adds' if parts else 'The mask adds'} its numbers to the scaled scores.")
     return [heading("Mask", *parts), number_table(steps.logits, rows, key_cols, precision=precision,
                                 title="scaled scores with the mask (−inf = forbidden)")]
 

@@ -18,18 +18,24 @@ def load_npy(data: bytes, source: str):
                         hint="name CSV/YAML/JSON files by their extension")
     try:
         return np.load(io.BytesIO(data), allow_pickle=False)
-    except ValueError as e:
-        if "allow_pickle" in str(e):
-            raise AttnError("holds Python objects (pickled data), which attn never loads",
-                            source=source, hint="save a float array: np.save(f, a.astype(float))") from None
-        raise AttnError(f"is truncated or damaged ({e})", source=source) from None
-    except (EOFError, OSError, SyntaxError) as e:
-        raise AttnError(f"is truncated or damaged ({e})", source=source) from None
+    except Exception as e:  # numpy's errors for damaged bytes vary: ValueError, TokenError, ...
+        raise unreadable(e, source, "is truncated or damaged") from None
+
+
+def unreadable(e: Exception, source: str, what: str) -> AttnError:
+    """One line for whatever numpy or zipfile raised on bytes they could not read."""
+    if isinstance(e, AttnError):
+        return e
+    if "allow_pickle" in str(e):
+        return AttnError("holds Python objects (pickled data), which attn never loads",
+                         source=source, hint="save a float array: np.save(f, a.astype(float))")
+    if isinstance(e, MemoryError):
+        return AttnError("is too large to load into memory", source=source)
+    detail = (str(e).splitlines() or [""])[0] or type(e).__name__
+    return AttnError(f"{what} ({detail})", source=source)
 
 
 def read_npz(data: bytes, source: str, mask: bool = False, mask_names: set[str] = frozenset()) -> Bundle:
-    import zipfile
-
     import numpy as np
 
     try:
@@ -38,13 +44,8 @@ def read_npz(data: bytes, source: str, mask: bool = False, mask_names: set[str] 
         for name, array in arrays.items():
             if not isinstance(array, np.ndarray):
                 raise AttnError(f"holds {name}, which is not an NPY array", source=source)
-    except ValueError as e:
-        if "allow_pickle" in str(e):
-            raise AttnError("holds Python objects (pickled data), which attn never loads",
-                            source=source) from None
-        raise AttnError(f"is damaged ({e})", source=source) from None
-    except (zipfile.BadZipFile, EOFError, OSError, KeyError) as e:
-        raise AttnError(f"is not a readable NPZ archive ({e})", source=source) from None
+    except Exception as e:  # zipfile, zlib and numpy errors for damaged bytes
+        raise unreadable(e, source, "is not a readable NPZ archive") from None
     names = {}
     for name, array in arrays.items():
         base, _, kind = name.rpartition("_")

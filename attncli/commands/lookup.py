@@ -1,0 +1,184 @@
+"""``attn lookup``: a key-value lookup by meaning (seed 000), on real word vectors."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from attncli.commands.common import (
+    Emitted, FormatOption, PrecisionOption, Result, emit, read_bytes, source_name,
+)
+from attncli.commands.run import (
+    Emit, ScaleOption, Similarity, SimilarityOption, TemperatureOption, describe,
+)
+from attncli.errors import AttnError, UsageError
+
+EXAMPLES = """\b
+Examples:
+  attn lookup fruit --keys apple,banana,chair
+  attn lookup fruit --keys apple,banana,chair --values 10,5,2
+  attn lookup fruit --dict samples/fruit.yaml
+  attn lookup "tropical fruit" --keys apple,banana,chair
+  attn lookup king --keys queen,man,chair --vectors glove.6B.300d.txt
+  attn lookup fruit --keys apple,banana,chair -f json | jq '.weights[0]'
+"""
+
+
+def lookup(
+    queries: Annotated[list[str], typer.Argument(
+        metavar="QUERY...", show_default=False,
+        help="Words or phrases to look up. A phrase (\"tropical fruit\") is the mean of its words' vectors.",
+    )],
+    keys: Annotated[Optional[str], typer.Option(
+        "--keys", "-k", metavar="A,B,C", show_default=False,
+        help="The keys, comma-separated words or phrases.",
+    )] = None,
+    values: Annotated[Optional[str], typer.Option(
+        "--values", "-v", metavar="X,Y,Z", show_default=False,
+        help="One number per key; the output is their weighted sum. Without values: the weights alone.",
+    )] = None,
+    dict_file: Annotated[Optional[str], typer.Option(
+        "--dict", "-d", metavar="FILE", show_default=False,
+        help="Keys and values from a YAML/JSON mapping (key: number or key: [vector]), or a CSV "
+             "whose first column holds the keys.",
+    )] = None,
+    vectors: Annotated[Optional[str], typer.Option(
+        "--vectors", metavar="FILE", show_default=False,
+        help="Your own word vectors: GloVe text, word2vec/fastText text or binary, .npz, or .npy "
+             "with --words. Read only until every word needed is found. Default: the bundled "
+             "GloVe 6B 50d table (140,000 words).",
+    )] = None,
+    words_file: Annotated[Optional[str], typer.Option(
+        "--words", metavar="FILE", show_default=False,
+        help="For a .npy --vectors matrix: its words, one per line, in row order.",
+    )] = None,
+    scale: ScaleOption = None,
+    temperature: TemperatureOption = 1.0,
+    similarity: SimilarityOption = Similarity.dot,
+    fmt: FormatOption = None,
+    emit_which: Annotated[Optional[Emit], typer.Option(
+        "--emit", show_default=False,
+        help="The matrix csv/tsv/npy write: weights, or output (the default when there are values).",
+    )] = None,
+    precision: PrecisionOption = 3,
+) -> None:
+    """Look words up by meaning: attention of query words over key words.
+
+    Each word becomes its GloVe vector; the query attends to the keys with
+    softmax(q·kᵀ/√d), exactly as `attn run`, and the values are blended by
+    those weights. Matching is case-insensitive.
+    """
+    key_names, value_matrix = _keys_and_values(keys, values, dict_file)
+    table = _vectors(vectors, words_file, [*queries, *key_names])
+    q = table.phrases(queries)  # [n_q, d]
+    k = table.phrases(key_names)  # [n_k, d]
+    options = dict(scale=scale, temperature=temperature, similarity=similarity.value)
+
+    import numpy as np
+
+    from attncli.maths import attention_steps
+
+    v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
+    steps = attention_steps(q, k, v, **options)
+    which = (emit_which or (Emit.output if value_matrix is not None else Emit.weights)).value
+    if which == "output" and value_matrix is None:
+        raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
+    emit(_result(queries, key_names, value_matrix, table, steps, options, precision), fmt, which)
+
+
+def _keys_and_values(keys: Optional[str], values: Optional[str], dict_file: Optional[str]):
+    """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
+    from attncli.readers import Matrix, read_matrix
+    from attncli.readers.base import plural
+
+    if (keys is None) == (dict_file is None):
+        raise UsageError("give the keys with --keys a,b,c or --dict FILE" if keys is None
+                         else "give --keys or --dict, not both")
+    if dict_file is not None:
+        if values is not None:
+            raise UsageError("--values goes with --keys; a --dict file holds its own values")
+        matrix = read_matrix(read_bytes(dict_file), source_name(dict_file))
+        if matrix.row_labels is None:
+            raise AttnError("has no keys", source=source_name(dict_file),
+                            hint="write a mapping key: value, or put the keys in the first column")
+        if matrix.col_labels is None:
+            n = matrix.shape[1]
+            matrix.col_labels = ["value"] if n == 1 else [f"d{j}" for j in range(n)]
+        return matrix.row_labels, matrix
+    names = _split("--keys", keys)
+    if values is None:
+        return names, None
+    numbers = []
+    for text in _split("--values", values):
+        try:
+            numbers.append([float(text)])
+        except ValueError:
+            raise UsageError(f"--values: {text!r} is not a number") from None
+    if len(numbers) != len(names):
+        raise UsageError(f"{plural(len(names), 'key')} but {plural(len(numbers), 'value')}",
+                         hint="give one value per key")
+    import numpy as np
+
+    array = np.array(numbers)
+    if not np.isfinite(array).all():
+        raise UsageError("--values must be finite numbers")
+    return names, Matrix(array, names, ["value"])
+
+
+def _split(option: str, text: str) -> list[str]:
+    """'a, b,c' -> ['a', 'b', 'c']; an empty item is a mistake worth naming."""
+    items = [item.strip() for item in text.split(",")]
+    if not all(items):
+        raise UsageError(f"{option} has an empty item in {text!r}", hint="separate items with single commas")
+    return items
+
+
+def _vectors(path: Optional[str], words_file: Optional[str], texts: list[str]):
+    """The bundled table, or the user's file read only as far as these words need."""
+    from attncli.vectors import load_default, phrase_words
+
+    if path is None:
+        if words_file is not None:
+            raise UsageError("--words goes with a .npy --vectors file")
+        return load_default()
+    from attncli.vector_files import read_vectors
+
+    wanted = {w for text in texts for w in phrase_words(text)}
+    return read_vectors(path, words=words_file, wanted=wanted)
+
+
+def _result(queries, keys, value_matrix, table, steps, options, precision) -> Result:
+    """JSON, one table per query (score, weight bar, value) and emittable matrices."""
+    from rich.text import Text
+
+    from attncli.render import lookup_table, stack
+
+    data = {
+        "queries": queries,
+        "keys": keys,
+        "scores": steps.scores,
+        "weights": steps.weights,
+        "scale": steps.scale,
+        "temperature": options["temperature"],
+        "similarity": options["similarity"],
+        "vectors": {"name": table.name, "words": len(table), "dim": table.dim},
+    }
+    matrices = {"weights": Emitted(steps.weights, queries, keys)}
+    if value_matrix is not None:
+        data["columns"] = value_matrix.col_labels
+        data["output"] = steps.output
+        matrices["output"] = Emitted(steps.output, queries, value_matrix.col_labels)
+    header = Text.assemble(
+        ("lookup ", "bold"),
+        f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'} × {len(keys)} keys · "
+        f"{table.name} ({len(table):,} words, dim {table.dim})\n",
+        describe(steps, table.dim, options),
+    )
+    views = [
+        lookup_table(query, keys, steps.scores[i], steps.weights[i],
+                     None if value_matrix is None else value_matrix,
+                     None if value_matrix is None else steps.output[i], precision=precision)
+        for i, query in enumerate(queries)
+    ]
+    return Result(data, stack(header, *views), matrices)
