@@ -164,10 +164,9 @@ def save_pictures(view: Any, svg: Optional[str] = None, html: Optional[str] = No
         if name == STDIN:
             raise UsageError("a picture needs a file name, not '-'", hint="stdout gets the --format output")
     limit = _console().width if is_terminal() else int(os.environ.get("COLUMNS", 0)) or PICTURE_WIDTH
-    probe = Console(file=io.StringIO(), width=limit)
-    width = max(probe.measure(view).maximum, 20)
-    console = Console(file=io.StringIO(), record=True, width=min(width, limit), force_terminal=True,
+    console = Console(file=io.StringIO(), record=True, width=limit, force_terminal=True,
                       color_system="truecolor", no_color=False, highlight=False)
+    console.width = min(max(console.measure(view).maximum, 20), limit)  # no empty margin on the right
     console.print(view)
     if svg is not None:
         write_atomically(svg, console.export_svg(title=title, clear=False))

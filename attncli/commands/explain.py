@@ -22,9 +22,9 @@ from attncli.errors import UsageError
 
 EXAMPLES = """\b
 Examples:
-  attn explain samples/colors.yaml                      # seed 003, every step
+  attn explain samples/colors.yaml                        # seed 003, every step
   attn explain samples/q.csv samples/k.csv samples/v.csv  # seed 000's footnote
-  attn explain q.csv k.csv v.csv --query 2 --causal
+  attn explain q.csv k.csv v.csv --query 2 --causal       # query row 2, term by term
   attn explain samples/colors.yaml -f json | jq .scaled
   attn explain samples/colors.yaml --html colors.html
 """
