@@ -290,7 +290,7 @@ def readings(problem: Problem, steps, precision: int, rows=None):
     return Group(*lines)
 
 
-def with_swatches(parts: list, label: str, colour, blend) -> "IfColour":
+def with_swatches(parts: list, label: str, colour, blend):
     """A line about one query: ``label`` + ``parts``, with swatches before the
     query's label and before the mix (the last part) where colours show."""
     from rich.text import Text
