@@ -100,9 +100,11 @@ def _main(
 
 
 def _register() -> None:
-    from attncli.commands import lookup, run
+    from attncli.commands import explain, lookup, run, softmax
 
     app.command("run", epilog=run.EXAMPLES)(run.run)
+    app.command("explain", epilog=explain.EXAMPLES)(explain.explain)
+    app.command("softmax", epilog=softmax.EXAMPLES, cls=softmax.NumbersCommand)(softmax.softmax)
     app.command("lookup", epilog=lookup.EXAMPLES)(lookup.lookup)
 
     from attncli.commands import selfattn

@@ -5,11 +5,14 @@ Functions return renderables and never print; the command prints once.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence, Union
 
-from rich.console import Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
+
+Label = Union[str, Text, "IfColour"]  # a row or column name, perhaps with a colour swatch
 
 # Viridis, sampled at ten even steps: perceptually even, readable in grey.
 VIRIDIS = [
@@ -46,31 +49,42 @@ def fmt(x: float, precision: int) -> str:
     return f"{x:.{precision}f}"
 
 
+def short(x: float, precision: int = 3) -> str:
+    """A number as a person writes it: rounded to ``precision`` decimals, no
+    trailing zeros (1, 0.5, 0.522), or scientific when that would hide it."""
+    text = fmt(x, precision)
+    if "e" in text or "." not in text:
+        return text
+    text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
 def default_labels(prefix: str, n: int) -> list[str]:
     return [f"{prefix}{i}" for i in range(n)]
 
 
 def heatmap(
     weights: Any,
-    rows: Sequence[str],
-    cols: Sequence[str],
+    rows: Sequence[Label],
+    cols: Sequence[Label],
     *,
     precision: int = 3,
     title: str | None = None,
     allowed: Any = None,
 ) -> RenderableType:
     """Weights [n_q, n_k] as a table whose cell backgrounds show the weight;
-    pairs the mask forbids (``allowed`` False) show as a dim dash."""
+    pairs the mask forbids (``allowed`` False) show as a dim dash. Wraps into
+    blocks of columns when the keys do not fit the width."""
     top = float(weights.max()) or 1.0
-    table = _table(cols)
-    for i, (label, row) in enumerate(zip(rows, weights.tolist())):
-        cells = [
+    body = [
+        (label, [
             Text(f" {fmt(w, precision)} ", style=cell_style(w / top))
             if allowed is None or allowed[i][j] else Text("– ", style="dim")
             for j, w in enumerate(row)
-        ]
-        table.add_row(label, *cells)
-    return _titled(title, table)
+        ])
+        for i, (label, row) in enumerate(zip(rows, weights.tolist()))
+    ]
+    return _titled(title, ColumnBlocks(cols, body))
 
 
 def legend(top: float, precision: int = 3) -> Text:
@@ -84,20 +98,19 @@ def legend(top: float, precision: int = 3) -> Text:
 
 def number_table(
     values: Any,
-    rows: Sequence[str],
-    cols: Sequence[str],
+    rows: Sequence[Label],
+    cols: Sequence[Label],
     *,
     precision: int = 3,
     title: str | None = None,
 ) -> RenderableType:
-    """A plain matrix of numbers, right-aligned, labelled on both axes."""
-    table = _table(cols)
-    for label, row in zip(rows, values.tolist()):
-        table.add_row(label, *(fmt(x, precision) for x in row))
-    return _titled(title, table)
+    """A plain matrix of numbers, right-aligned, labelled on both axes; wraps
+    into blocks of columns when it is wider than the terminal."""
+    body = [(label, [fmt(x, precision) for x in row]) for label, row in zip(rows, values.tolist())]
+    return _titled(title, ColumnBlocks(cols, body))
 
 
-def _table(cols: Sequence[str]) -> Table:
+def _table(cols: Sequence[Label]) -> Table:
     """A borderless table: row labels down the left, right-aligned numbers."""
     table = Table(show_edge=False, pad_edge=False)
     table.add_column("", style="bold", no_wrap=True)
@@ -118,6 +131,117 @@ def stack(*parts: RenderableType | None) -> Group:
         if part is not None:
             items.extend([part, Text("")])
     return Group(*items[:-1])
+
+
+class ColumnBlocks:
+    """A labelled matrix that fits the width it is given: when all the columns
+    do not fit side by side, it prints them in blocks of about equal size, as
+    many columns as fit, each block with the row labels again, rather than
+    squeezing cells into "…".
+
+    Widths come from the cells' text (label + Σ(column + 3) for the borderless
+    table), so nothing is rendered twice.
+    """
+
+    def __init__(self, cols: Sequence[Label], body: list[tuple[Label, list[Label]]]) -> None:
+        self.cols, self.body = list(cols), body
+
+    def widths(self, console: Console) -> tuple[int, list[int]]:
+        """The label column's width and each column's, as this console shows them."""
+        label = max([_width(label, console) for label, _ in self.body] + [0])
+        return label, [max([_width(name, console)] + [_width(cells[j], console) for _, cells in self.body])
+                       for j, name in enumerate(self.cols)]
+
+    @staticmethod
+    def blocks(label: int, widths: list[int], width: int) -> list[range]:
+        """Runs of column indices that fit ``width`` (at least one column each):
+        as few runs as the greedy fill needs, evened out when they still fit."""
+        greedy: list[range] = []
+        start, used = 0, label
+        for j, w in enumerate(widths):
+            if j > start and used + w + 3 > width:
+                greedy.append(range(start, j))
+                start, used = j, label
+            used += w + 3
+        greedy.append(range(start, len(widths)))
+        n, size = len(widths), -(-len(widths) // len(greedy))
+        even = [range(i, min(i + size, n)) for i in range(0, n, size)]
+        fits = all(label + sum(widths[j] + 3 for j in run) <= width for run in even)
+        return even if fits and len(even) == len(greedy) else greedy
+
+    def table(self, columns: Iterable[int]) -> Table:
+        columns = list(columns)
+        table = _table([self.cols[j] for j in columns])
+        for label, cells in self.body:
+            table.add_row(label, *(cells[j] for j in columns))
+        return table
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        runs = self.blocks(*self.widths(console), options.max_width)
+        if len(runs) == 1:
+            yield self.table(runs[0])
+            return
+        for n, run in enumerate(runs):
+            if n:
+                yield Text("")
+            which = f"s {run.start + 1}–{run.stop}" if len(run) > 1 else f" {run.start + 1}"
+            yield Text(f"column{which} of {len(self.cols)}", style="dim")
+            yield self.table(run)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        label, widths = self.widths(console)
+        full = label + sum(w + 3 for w in widths)
+        narrow = label + (max(widths) + 3 if widths else 0)
+        return Measurement(min(narrow, full), full).clamp(max_width=options.max_width)
+
+
+def _width(cell: Label, console: Console) -> int:
+    """Cells a label or number takes on screen (the widest line of a multi-line header)."""
+    if isinstance(cell, IfColour):
+        cell = cell.choose(console)
+    text = cell if isinstance(cell, Text) else Text(str(cell))
+    return max((line.cell_len for line in text.split()), default=0)
+
+
+class IfColour:
+    """One of two texts, chosen by the console it is printed on: ``coloured``
+    where colours show, ``plain`` under NO_COLOR or into a pipe, so a swatch
+    never leaves a blank gap where there is no colour to see."""
+
+    def __init__(self, coloured: Text, plain: Label) -> None:
+        self.coloured, self.plain = coloured, plain
+
+    def choose(self, console: Console) -> Label:
+        return self.coloured if console.color_system is not None and not console.no_color else self.plain
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.choose(console)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.choose(console))
+
+
+def swatch(rgb: tuple[int, int, int], width: int = 2) -> Text:
+    """A block of the colour itself."""
+    r, g, b = rgb
+    # a full block in the colour on the colour: a table strips trailing blanks, so spaces alone
+    # would vanish from a header's swatch line
+    return Text("█" * width, style=f"rgb({r},{g},{b}) on rgb({r},{g},{b})")
+
+
+def swatched(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | None) -> list[Label]:
+    """Row labels with a swatch beside each, when the rows are colours."""
+    if colours is None:
+        return list(labels)
+    return [IfColour(Text.assemble(swatch(rgb), " ", label), label) for label, rgb in zip(labels, colours)]
+
+
+def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | None) -> list[Label]:
+    """Column headers with a swatch under each (as wide as the name), when the columns are colours."""
+    if colours is None:
+        return list(labels)
+    return [IfColour(Text.assemble(label, "\n", swatch(rgb, max(len(label), 2))), label)
+            for label, rgb in zip(labels, colours)]
 
 
 def bar(x: float, width: int = 20) -> Text:

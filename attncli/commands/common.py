@@ -33,6 +33,14 @@ FormatOption = Annotated[
         show_default=False,
     ),
 ]
+SvgOption = Annotated[Optional[str], typer.Option(
+    "--svg", metavar="FILE", show_default=False,
+    help="Also save the terminal view as an SVG picture, whatever --format writes to stdout.",
+)]
+HtmlOption = Annotated[Optional[str], typer.Option(
+    "--html", metavar="FILE", show_default=False,
+    help="Also save the terminal view as a standalone HTML page, whatever --format writes to stdout.",
+)]
 PrecisionOption = Annotated[
     int, typer.Option("--precision", "-p", min=0, max=17, help="Decimals shown in tables (data formats are exact).")
 ]
@@ -126,6 +134,77 @@ def _console():
     from rich.console import Console
 
     if is_terminal():
-        return Console(highlight=False)
+        return Console(highlight=False, force_terminal=True)
     width = int(os.environ.get("COLUMNS", 0)) or 1000
     return Console(file=sys.stdout, width=width, highlight=False, color_system=None)
+
+
+PICTURE_WIDTH = 100  # columns of a picture when no terminal says otherwise
+
+
+def save_pictures(view: Any, svg: Optional[str] = None, html: Optional[str] = None, *,
+                  title: str = "attn") -> None:
+    """Write the terminal view to ``--svg``/``--html`` files, before stdout gets
+    its output, so that a picture error stops the command with nothing printed.
+
+    A command adds pictures with its two options (``svg: SvgOption = None,
+    html: HtmlOption = None``) and ``save_pictures(result.view, svg, html, title="attn run")``.
+    The picture is as wide as the view needs, at most the terminal's width
+    (``COLUMNS``, else 100), and keeps its colours even under NO_COLOR: it is
+    a file to share, not terminal output.
+    """
+    if svg is None and html is None:
+        return
+    import io
+    from html import escape as html_escape
+
+    from rich.console import Console
+
+    for name in (svg, html):
+        if name == STDIN:
+            raise UsageError("a picture needs a file name, not '-'", hint="stdout gets the --format output")
+    limit = _console().width if is_terminal() else int(os.environ.get("COLUMNS", 0)) or PICTURE_WIDTH
+    console = Console(file=io.StringIO(), record=True, width=limit, force_terminal=True,
+                      color_system="truecolor", no_color=False, highlight=False)
+    console.width = min(max(console.measure(view).maximum, 20), limit)  # no empty margin on the right
+    console.print(view)
+    if svg is not None:
+        write_atomically(svg, console.export_svg(title=title, clear=False))
+    if html is not None:
+        page = console.export_html(clear=False)
+        write_atomically(html, page.replace("<head>", f"<head>\n<title>{html_escape(title)}</title>", 1))
+
+
+def write_atomically(name: str, text: str) -> None:
+    """Write a file whole or not at all: a temporary file in the same directory,
+    renamed over the target, so an interrupted run leaves no half-written file."""
+    import tempfile
+
+    if os.path.isdir(name):
+        raise AttnError("is a directory, expected a file", source=name)
+    directory = os.path.dirname(os.path.abspath(name))
+    try:
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(name)}.", suffix=".tmp")
+    except FileNotFoundError:
+        raise AttnError("cannot write: no such directory", source=name) from None
+    except PermissionError:
+        raise AttnError("cannot write: permission denied", source=name) from None
+    except OSError as e:
+        raise AttnError(f"cannot write: {e.strerror or e}", source=name) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(temporary, 0o666 & ~_umask())
+        os.replace(temporary, name)
+    except BaseException as e:
+        os.unlink(temporary)
+        if isinstance(e, OSError):
+            raise AttnError(f"cannot write: {e.strerror or e}", source=name) from None
+        raise
+
+
+def _umask() -> int:
+    """The process umask (mkstemp makes files 0600; a picture should get the usual mode)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

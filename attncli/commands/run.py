@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.commands.common import (
-    Emitted, FormatOption, PrecisionOption, Result,
-    check_stdin_once, emit, read_bytes, source_name,
+    Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption,
+    check_stdin_once, emit, read_bytes, save_pictures, source_name,
 )
 from attncli.errors import AttnError, UsageError
 
@@ -20,6 +20,7 @@ Examples:
   cat q.csv | attn run - k.csv v.csv | jq .output
   attn run q.npy k.npy v.npy -f npy --emit weights > w.npy
   attn run q.csv k.csv v.csv --causal --scale 0.5 --mask mask.csv
+  attn run samples/colors.yaml --svg colors.svg --html colors.html
 """
 
 
@@ -38,7 +39,15 @@ class Emit(str, Enum):
     weights = "weights"
 
 
-# Options shared with commands that take the same inputs (explain).
+# Arguments and options shared with commands that take the same inputs (explain).
+FilesArgument = Annotated[list[str], typer.Argument(
+    metavar="FILE...", show_default=False,
+    help="One bundle (YAML, JSON or NPZ with entries q, k, v and optionally mask) or three "
+         "files Q K V: CSV, TSV, NPY, YAML or JSON. '-' reads one of them from stdin. "
+         "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
+)]
+EmitOption = Annotated[Emit, typer.Option(
+    "--emit", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
 MaskOption = Annotated[Optional[str], typer.Option(
     "--mask", metavar="FILE",
     help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix. Booleans or 0/1 "
@@ -67,11 +76,7 @@ SimilarityOption = Annotated[Similarity, typer.Option(
 
 
 def run(
-    files: Annotated[list[str], typer.Argument(
-        metavar="FILE...", show_default=False,
-        help="One bundle (YAML, JSON or NPZ with entries q, k, v and optionally mask) or three "
-             "files Q K V: CSV, TSV, NPY, YAML or JSON. '-' reads one of them from stdin.",
-    )],
+    files: FilesArgument,
     mask: MaskOption = None,
     causal: CausalOption = False,
     causal_align: AlignOption = None,
@@ -79,9 +84,9 @@ def run(
     temperature: TemperatureOption = 1.0,
     similarity: SimilarityOption = Similarity.dot,
     fmt: FormatOption = None,
-    emit_which: Annotated[Emit, typer.Option(
-        "--emit", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")] = Emit.output,
+    emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
+    svg: SvgOption = None, html: HtmlOption = None,
 ) -> None:
     """Compute softmax(QKᵀ/√d_k)V on matrices from files.
 
@@ -90,17 +95,19 @@ def run(
     scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
     """
     problem = load_problem(files, mask)
-    options = dict(scale=scale, temperature=temperature, similarity=similarity.value,
-                   causal=causal_setting(causal, causal_align))
+    options = settings(scale, temperature, similarity, causal, causal_align)
     steps = compute(problem, **options)
-    emit(run_result(problem, steps, precision, options), fmt, emit_which.value)
+    result = run_result(problem, steps, precision, options)
+    save_pictures(result.view, svg, html, title="attn run")
+    emit(result, fmt, emit_which.value)
 
 
 class Problem:
     """Q, K, V (and a mask) as read, with the labels to show them by."""
 
-    def __init__(self, q, k, v, mask=None, mask_source=None):
+    def __init__(self, q, k, v, mask=None, mask_source=None, meta=None):
         self.q, self.k, self.v, self.mask, self.mask_source = q, k, v, mask, mask_source
+        self.meta = meta or {}  # a bundle's plain settings: description, rgb
 
     @property
     def queries(self) -> list[str]:
@@ -114,6 +121,20 @@ class Problem:
     def columns(self) -> list[str]:
         return self.v.col_labels or [f"d{i}" for i in range(self.v.shape[1])]
 
+    @property
+    def query_colours(self):
+        """Each query's colour (hex labels, or RGB rows when the bundle says ``rgb: true``), or None."""
+        from attncli.colours import row_colours
+
+        return row_colours(self.q.row_labels, self.q.values, self.meta.get("rgb") is True)
+
+    @property
+    def key_colours(self):
+        """Each key's colour, or None when the keys are not colours."""
+        from attncli.colours import row_colours
+
+        return row_colours(self.k.row_labels or self.v.row_labels, self.k.values, self.meta.get("rgb") is True)
+
 
 def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
     """Read one bundle or three files, and the mask."""
@@ -122,7 +143,7 @@ def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
     check_stdin_once([*files, mask_file])
-    mask = None
+    mask, meta = None, {}
     if len(files) == 1:
         bundle = read_bundle(read_bytes(files[0]), source_name(files[0]))
         entries = {name.lower(): m for name, m in bundle.matrices.items()}
@@ -133,12 +154,19 @@ def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
             raise AttnError(f"the bundle {what}", source=source_name(files[0]),
                             hint="a bundle holds q, k and v, and optionally mask")
         q, k, v = entries["q"], entries["k"], entries["v"]
-        mask = entries.get("mask")
+        mask, meta = entries.get("mask"), bundle.meta
     else:
         q, k, v = (read_matrix(read_bytes(f), source_name(f)) for f in files)
     if mask_file is not None:
         mask = read_matrix(read_bytes(mask_file), source_name(mask_file), mask=True)
-    return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None))
+    return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None), meta)
+
+
+def settings(scale: Optional[float], temperature: float, similarity: Similarity, causal: bool,
+             causal_align: Optional[Align]) -> dict:
+    """The attention options as ``compute`` and ``describe`` take them."""
+    return dict(scale=scale, temperature=temperature, similarity=similarity.value,
+                causal=causal_setting(causal, causal_align))
 
 
 def causal_setting(causal: bool, align: Optional[Align]):
@@ -193,23 +221,85 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
         "similarity": options["similarity"],
         "causal": options["causal"],
         "shapes": {"q": [n_q, d_k], "k": [n_k, d_k], "v": [n_k, d_v]},
+        **colour_data(problem, steps),
     }
     header = Text.assemble(
         ("attention ", "bold"),
         f"Q {n_q}×{d_k} · K {n_k}×{d_k} · V {n_k}×{d_v} → output {n_q}×{d_v}\n",
         describe(steps, d_k, options),
     )
-    top = float(steps.weights.max())
+    rows, _, key_headers = shown_labels(problem)
     view = stack(
         header,
-        heatmap(steps.weights, problem.queries, problem.keys, precision=precision,
+        heatmap(steps.weights, rows, key_headers, precision=precision,
                 title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed),
-        legend(top, precision),
-        number_table(steps.output, problem.queries, problem.columns, precision=precision,
+        legend(float(steps.weights.max()), precision),
+        number_table(steps.output, rows, problem.columns, precision=precision,
                      title="output = weights · V"),
+        readings(problem, steps, precision),
     )
     matrices = {
         "output": Emitted(steps.output, q.row_labels, v.col_labels),
         "weights": Emitted(steps.weights, q.row_labels, k.row_labels or v.row_labels),
     }
     return Result(data, view, matrices)
+
+
+def shown_labels(problem: Problem):
+    """(query row labels, key row labels, key column headers) for tables, with
+    colour swatches when the rows are colours."""
+    from attncli.render import swatched, swatched_headers
+
+    keys = problem.key_colours
+    return (swatched(problem.queries, problem.query_colours), swatched(problem.keys, keys),
+            swatched_headers(problem.keys, keys))
+
+
+def colour_data(problem: Problem, steps) -> dict:
+    """``{"mix": ["#hex", ...]}``, each query's blend of the key colours, when keys are colours."""
+    from attncli.colours import mix, to_hex
+
+    keys = problem.key_colours
+    return {} if keys is None else {"mix": [to_hex(c) for c in mix(steps.weights, keys)]}
+
+
+def readings(problem: Problem, steps, precision: int, rows=None):
+    """What each query's output means, one line per query, when it means more
+    than its numbers: shares of V's named columns ("48.8 % warm, 51.2 % cool")
+    and, when the keys are colours, the colour their weights mix. None otherwise."""
+    from rich.console import Group
+
+    from attncli.colours import are_shares, mix, percentages, to_hex
+    from attncli.render import IfColour
+
+    shares = problem.v.col_labels is not None and are_shares(problem.v.values)
+    keys = problem.key_colours
+    if not shares and keys is None:
+        return None
+    queries = problem.query_colours
+    blends = mix(steps.weights, keys) if keys is not None else None
+    lines = []
+    for i in range(len(problem.queries)) if rows is None else rows:
+        parts: list = []
+        if shares:
+            parts += [" is ", (percentages(steps.output[i], problem.columns, precision), "bold")]
+        if blends is not None:
+            parts += [";" if shares else "", " its weights mix the key colours into ", to_hex(blends[i])]
+        lines.append(with_swatches(parts, problem.queries[i], queries and queries[i],
+                                   blends and blends[i]))
+    return Group(*lines)
+
+
+def with_swatches(parts: list, label: str, colour, blend):
+    """A line about one query: ``label`` + ``parts``, with swatches before the
+    query's label and before the mix (the last part) where colours show."""
+    from rich.text import Text
+
+    from attncli.render import IfColour, swatch
+
+    plain = Text.assemble(label, *parts)
+    if colour is None and blend is None:
+        return plain
+    head = [swatch(colour), " "] if colour is not None else []
+    tail = [*parts[:-1], swatch(blend), " ", parts[-1]] if blend is not None else parts
+    return IfColour(Text.assemble(*head, label, *tail), plain)

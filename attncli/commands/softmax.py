@@ -1,0 +1,165 @@
+"""``attn softmax``: the softmax of a few numbers, step by step (seed 000)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Optional
+
+import typer
+from typer.core import TyperCommand
+
+from attncli.commands.common import (
+    STDIN, Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit, save_pictures,
+)
+from attncli.commands.run import TemperatureOption
+from attncli.errors import AttnError, UsageError
+
+EXAMPLES = """\b
+Examples:
+  attn softmax 4.0 -1.0 2.1                  # seed 000: 0.8648 0.0058 0.1294
+  attn softmax 3,2,1 --temperature 10        # flatter
+  echo "30 20 10" | attn softmax -           # numbers from stdin
+  attn softmax 1 2 3 | jq .weights
+"""
+
+SEPARATORS = re.compile(r"[\s,]+")
+
+
+class NumbersCommand(TyperCommand):
+    """A command whose arguments may be negative numbers: ``-1.0`` (or
+    ``-1,-2``) is a number, not an unknown option. Options and their values
+    stay where Click expects them; every other word goes after ``--``, in order."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        takes_value, flags = set(), set()
+        for param in self.get_params(ctx):
+            if getattr(param, "param_type_name", "") == "option":
+                names = [*param.opts, *param.secondary_opts]
+                (flags if param.is_flag or param.count else takes_value).update(names)
+        options, words = [], []
+        rest = iter(args)
+        for arg in rest:
+            if arg == "--":
+                words.extend(rest)
+            elif arg in takes_value:
+                value = next(rest, None)
+                if value is None:  # let Click say the value is missing
+                    return super().parse_args(ctx, args)
+                options += [arg, value]
+            elif arg in flags or (arg.startswith("-") and arg != STDIN and not _numbers(arg)):
+                options.append(arg)  # a flag, --name=value, or an unknown option for Click to report
+            else:
+                words.append(arg)
+        return super().parse_args(ctx, [*options, "--", *words] if words else options)
+
+
+def _numbers(word: str) -> bool:
+    """Is the word one or more numbers ('-1.5', '-1,-2')?"""
+    try:
+        [float(w) for w in SEPARATORS.split(word) if w]
+    except ValueError:
+        return False
+    return True
+
+
+def softmax(
+    numbers: Annotated[Optional[list[str]], typer.Argument(
+        metavar="NUMBER...", show_default=False,
+        help="The numbers, separated by spaces or commas; negative numbers are fine. "
+             "'-' reads them from stdin.",
+    )] = None,
+    temperature: TemperatureOption = 1.0,
+    fmt: FormatOption = None,
+    precision: PrecisionOption = 4,
+    svg: SvgOption = None, html: HtmlOption = None,
+) -> None:
+    """Softmax of a list of numbers: e^x / Σ e^x, the step that turns scores into weights.
+
+    Computed the stable way (the largest number is subtracted first, which
+    changes nothing but keeps e^x from overflowing). On a terminal: a table of
+    each step. In a pipe: JSON {"input": [...], "temperature": T, "weights": [...]}.
+    """
+    x = read_numbers(numbers or [])
+    result = softmax_result(x, temperature, precision)
+    save_pictures(result.view, svg, html, title="attn softmax")
+    emit(result, fmt)
+
+
+def read_numbers(words: list[str]):
+    """The numbers from the command line, or from stdin for a lone '-'."""
+    import sys
+
+    import numpy as np
+
+    if not words:
+        raise UsageError("no numbers given", hint="attn softmax 4.0 -1.0 2.1, or '-' to read them from stdin")
+    if STDIN in words:
+        if words != [STDIN]:
+            raise UsageError("give numbers or '-' (stdin), not both")
+        text = sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")
+        values = [_number(w, "<stdin>", text) for w in SEPARATORS.split(text.strip()) if w]
+        if not values:
+            raise AttnError("no numbers", source="<stdin>",
+                            hint="expected numbers separated by spaces or commas")
+    else:
+        values = [_number(w, None, None) for arg in words for w in SEPARATORS.split(arg.strip()) if w]
+        if not values:
+            raise UsageError("no numbers given", hint="attn softmax 4.0 -1.0 2.1")
+    return np.array(values, dtype=np.float64)
+
+
+def _number(word: str, source: Optional[str], text: Optional[str]) -> float:
+    """One number; NaN and +inf are refused (-inf is fine: it gets weight 0).
+    An argument is a usage error (exit 2), stdin is bad data (exit 1, with its line)."""
+    import math
+
+    try:
+        value = float(word)
+    except ValueError:
+        value, problem = None, f"{word!r} is not a number"
+    else:
+        problem = None if not (math.isnan(value) or value == math.inf) else f"{word} is not allowed"
+    if problem is None:
+        return value  # type: ignore[return-value]
+    hint = "-inf is fine, it gets weight 0; NaN and +inf are not" if value is not None else None
+    if source is None:
+        raise UsageError(problem, hint=hint)
+    line = text[: text.find(word)].count("\n") + 1 if text else None
+    raise AttnError(problem, source=source, line=line, hint=hint)
+
+
+def softmax_result(x, temperature: float, precision: int) -> Result:
+    """The weights and a table of every step: x, x/T, e^(x/T − max), weight."""
+    import numpy as np
+    from rich.text import Text
+
+    from attncli.maths import _check_positive, softmax
+    from attncli.render import ColumnBlocks, cell_style, fmt, short, stack
+
+    _check_positive("temperature", temperature)
+    scaled = x / temperature
+    weights = softmax(scaled)
+    peak = float(scaled.max())
+    exps = np.exp(scaled - peak) if np.isfinite(peak) else np.zeros_like(scaled)
+    total = float(exps.sum())
+    top = float(weights.max()) or 1.0
+    var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"
+    heads = ["x"] + ([var] if temperature != 1 else []) + [
+        f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}", "weight"]
+    body = []
+    for i, w in enumerate(weights.tolist()):
+        cells = [fmt(x[i], precision)] + ([fmt(scaled[i], precision)] if temperature != 1 else [])
+        cells += [fmt(exps[i], precision), Text(f" {fmt(w, precision)} ", style=cell_style(w / top))]
+        body.append((str(i + 1), cells))
+    note = Text.assemble(
+        ("softmax ", "bold"), f"of {len(x)} numbers",
+        f", temperature {temperature:g}" if temperature != 1 else "", "\n",
+        "weight = e^(x − max) / Σ e^(x − max): subtracting the largest number first changes nothing "
+        "but keeps e^x from overflowing.",
+    )
+    total_line = Text(f"Σ e^(x − max) = {fmt(total, precision)}; the weights sum to "
+                      f"{fmt(float(weights.sum()), precision)}.")
+    view = stack(note, ColumnBlocks(heads, body), total_line)
+    data = {"input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf
+            "temperature": temperature, "weights": weights}
+    return Result(data, view, {"output": Emitted(weights[None, :])})

@@ -1,0 +1,116 @@
+"""``attn explain``: every step in JSON and on screen, one query term by term."""
+
+import numpy as np
+import pytest
+
+FOOTNOTE = ("q.csv", "k.csv", "v.csv")  # seed 000's footnote: q·K = [-3, 0, 3]
+
+
+def footnote(samples):
+    return [samples / name for name in FOOTNOTE]
+
+
+def test_footnote_steps_in_json(attn, samples):
+    out = attn.json("explain", *footnote(samples))
+    assert out["scores"] == [[-3, 0, 3]]
+    assert out["scale"] == pytest.approx(1 / np.sqrt(3))
+    np.testing.assert_allclose(out["scaled"], [np.array([-3, 0, 3]) / np.sqrt(3)])
+    assert out["logits"] == out["scaled"] and out["allowed"] is None
+    expected = np.exp(np.array([-3, 0, 3]) / np.sqrt(3))
+    expected /= expected.sum()
+    np.testing.assert_allclose(out["weights"], [expected], rtol=1e-12)
+    np.testing.assert_allclose(out["output"], [[expected @ [10, 5, 2]]], rtol=1e-12)
+    assert out["query"] == "fruit" and out["query_index"] == 0
+    assert out["q"] == [[2, 1, 3]] and out["v"] == [[10], [5], [2]]
+    assert out["keys"] == ["apple", "banana", "chair"]
+
+
+def test_explain_json_agrees_with_run(attn, samples):
+    explained = attn.json("explain", samples / "colors.yaml")
+    run = attn.json("run", samples / "colors.yaml")
+    for key, value in run.items():
+        assert explained[key] == value, key
+    assert np.round(explained["output"], 3).tolist() == [[0.488, 0.512]]
+
+
+def test_options_reach_every_step(attn, samples, tmp_path):
+    out = attn.json("explain", *footnote(samples), "--scale", "0.5", "--temperature", "2", "--causal")
+    assert out["scaled"] == [[-0.75, 0, 0.75]]
+    assert out["allowed"] == [[True, False, False]]
+    assert out["logits"] == [[-0.75, None, None]]  # JSON has no -inf: forbidden pairs are null
+    assert out["weights"] == [[1, 0, 0]]
+    (tmp_path / "m.csv").write_text("0,-inf,0.5\n")
+    out = attn.json("explain", *footnote(samples), "--mask", tmp_path / "m.csv")
+    assert out["allowed"] == [[True, False, True]] and out["logits"][0][1] is None
+    assert out["logits"][0][2] == pytest.approx(3 / np.sqrt(3) + 0.5)
+
+
+def test_query_by_label_or_row(attn, tmp_path):
+    (tmp_path / "b.yaml").write_text("q: {a: [1, 0], b: [0, 1]}\nk: [[1, 0], [0, 1]]\nv: [[1], [2]]\n")
+    assert attn.json("explain", tmp_path / "b.yaml", "--query", "b")["query_index"] == 1
+    assert attn.json("explain", tmp_path / "b.yaml", "-q", "1")["query"] == "b"
+    text = attn("explain", tmp_path / "b.yaml", "-q", "b", "-f", "table").stdout
+    assert "b: 0.330 × [1] + 0.670 × [2] = [1.67]" in text
+
+
+def test_view_walks_through_the_steps_in_order(attn, samples):
+    result = attn("explain", samples / "colors.yaml", "-f", "table")
+    assert result.exit_code == 0, result.output
+    text = result.stdout
+    steps = ["1. The inputs", "Q: 1 query, 1×3", "K: 8 keys, 8×3", "V: one value per key, 8×2",
+             "2. Scores: QKᵀ", "3. Scaled scores", "4. Weights: softmax of each row", "5. Output: weights · V"]
+    positions = [text.index(step) for step in steps]
+    assert positions == sorted(positions)
+    assert "1/√d_k = 1/√3 = 0.5774" in text
+    assert "#8517dc · #fef0d9 = 0.522 × 0.996 + 0.09 × 0.941 + 0.863 × 0.851 = 1.339" in text
+    assert "#8517dc: 0.150 × [1, 0] + 0.128 × [1, 0] + 0.114 × [1, 0]" in text
+    assert "0.093 × [0, 1] = [0.488, 0.512]" in text
+    assert "#8517dc is 48.8 % warm, 51.2 % cool" in text
+    assert "Seed 003's RGB colours, warm or cool" in text  # the bundle's description
+    assert "\x1b[" not in text
+
+
+def test_view_says_which_scale_and_shows_the_mask(attn, samples):
+    text = attn("explain", *footnote(samples), "-f", "table", "--causal", "-t", "2").stdout
+    assert "4. Mask" in text and "The mask forbids 2 of 3 query–key pairs" in text
+    assert "divided by the temperature 2, which flattens the weights" in text
+    assert "fruit: 1.000 × [10] = [10]" in text  # masked keys are left out of the sum
+    assert "6. Output" in text
+    text = attn("explain", *footnote(samples), "-f", "table", "--similarity", "cosine").stdout
+    assert "cosine similarity" in text and "not scaled (scale 1)" in text
+    text = attn("explain", *footnote(samples), "-f", "table", "--scale", "0.25").stdout
+    assert "multiplied by 0.25, as --scale asks" in text
+
+
+def test_long_sums_are_summarised(attn, tmp_path):
+    rng = np.random.default_rng(1)
+    np.savez(tmp_path / "b.npz", q=rng.normal(size=(1, 12)), k=rng.normal(size=(20, 12)),
+             v=rng.normal(size=(20, 6)))
+    text = attn("explain", tmp_path / "b.npz", "-f", "table").stdout
+    assert "(4 more)" in text  # 12 products, 8 written
+    assert "(12 more keys, weight" in text  # 20 terms, 8 written
+    assert ", … 2 more]" in text  # value rows of 6 numbers show 4
+
+
+def test_csv_emits_the_chosen_matrix(attn, samples):
+    result = attn("explain", *footnote(samples), "-f", "csv", "--emit", "weights")
+    assert result.stdout.splitlines()[0] == ",apple,banana,chair"
+
+
+@pytest.mark.parametrize("query, message", [
+    ("3", "--query 3: no such query (Q has row 0; give a number or a label)"),
+    ("apple", "--query apple: no such query (Q has row 0; give a number or a label)"),
+    ("-1", "--query -1: no such query (Q has row 0; give a number or a label)"),
+])
+def test_unknown_query_exits_2(attn, samples, query, message):
+    assert attn.fails("explain", *footnote(samples), "--query", query, code=2) == message
+
+
+def test_errors_are_the_same_as_run(attn, samples, tmp_path):
+    assert attn.fails("explain", "a", "b", code=2) == "expected one bundle file or three files Q K V, got 2"
+    assert attn.fails("explain", tmp_path / "nope.yaml") == f"{tmp_path}/nope.yaml: no such file"
+    (tmp_path / "q.csv").write_text("1,2\n")
+    assert attn.fails("explain", tmp_path / "q.csv", samples / "k.csv", samples / "v.csv") == \
+        "Q is 1×2 but K is 3×3 (Q and K need the same number of columns, d_k)"
+    assert attn.fails("explain", samples / "colors.yaml", "--temperature", "0", code=2) == \
+        "temperature must be a positive finite number, got 0.0"
