@@ -100,9 +100,10 @@ def _main(
 
 
 def _register() -> None:
-    from attncli.commands import run
+    from attncli.commands import run, trace
 
     app.command("run", epilog=run.EXAMPLES)(run.run)
+    app.command("trace", epilog=trace.EXAMPLES)(trace.trace)
 
 
 _register()
