@@ -140,11 +140,10 @@ def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int
 
 def trace_result(model, sel: Selection, *, explicit: bool, precision: int) -> Result:
     """JSON, table view and the emittable weights of one trace."""
+    import numpy as np
     from rich.text import Text
 
     from attncli.render import heatmap, legend, stack
-
-    import numpy as np
 
     config, w = model.config, sel.weights
     shown = np.round(w, precision)  # tables: 0.00 rather than 3.19e-03 for a weight too small to matter
