@@ -140,6 +140,13 @@ def _require_extra() -> None:
                             hint=EXTRA_HINT) from None
 
 
+def _parse_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AttnError(f"not valid JSON: {e}", source=str(path)) from None
+
+
 def _read_json(path: Path, required: bool = False) -> dict:
     """A JSON object from the model folder ({} for an optional file that is absent)."""
     if not path.is_file():
@@ -148,10 +155,7 @@ def _read_json(path: Path, required: bool = False) -> dict:
                             hint="a model folder holds config.json, model.safetensors "
                                  "and vocab.txt or tokenizer.json")
         return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise AttnError(f"not valid JSON: {e}", source=str(path)) from None
+    data = _parse_json(path)
     if not isinstance(data, dict):
         raise AttnError("expected a JSON object", source=str(path))
     return data
@@ -230,12 +234,7 @@ def read_pooling(folder: Path) -> tuple[str, bool]:
 def _read_modules(folder: Path) -> list:
     """sentence-transformers' modules.json: a list of {type, path}; [] if absent."""
     path = folder / "modules.json"
-    if not path.is_file():
-        return []
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise AttnError(f"not valid JSON: {e}", source=str(path)) from None
+    data = _parse_json(path) if path.is_file() else []
     return data if isinstance(data, list) else []
 
 
@@ -260,13 +259,17 @@ def tokenize(model: Model, texts: Sequence[str], truncate: bool = False) -> Batc
     ``truncate`` cuts each text to ``model.max_tokens`` (as sentence-transformers
     does); otherwise a text longer than the model's positions is an error.
     """
+    if truncate:  # the tokenizer keeps [CLS] and [SEP] and drops words from the end
+        model.tokenizer.enable_truncation(model.max_tokens)
+    else:
+        model.tokenizer.no_truncation()
     encodings = model.tokenizer.encode_batch(list(texts))
-    limit = model.max_tokens if truncate else model.config.n_positions
-    for text, enc in zip(texts, encodings):
-        if len(enc.ids) > limit and not truncate:
+    limit = model.config.n_positions
+    for enc in encodings:
+        if len(enc.ids) > limit:
             raise AttnError(f"the text is {len(enc.ids)} tokens but the model takes at most {limit}",
                             hint="shorten it")
-    rows = [(enc.ids[:limit], enc.tokens[:limit], enc.special_tokens_mask[:limit]) for enc in encodings]
+    rows = [(enc.ids, enc.tokens, enc.special_tokens_mask) for enc in encodings]
     n = max((len(ids) for ids, _, _ in rows), default=0)
     ids = np.zeros((len(rows), n), dtype=np.int64)  # [b, n]; 0 = [PAD] in BERT vocabularies
     allowed = np.zeros((len(rows), n), dtype=bool)

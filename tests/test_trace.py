@@ -169,6 +169,7 @@ def test_sentence_transformers_pooling_files_are_read(tmp_path):
     model = load_model(folder)
     assert (model.pooling, model.normalise, model.max_tokens) == ("cls", True, 4)
     v = sentence_embeddings(model, ["the pink elephant was too big"])  # truncated to 4 tokens
+    assert tokenize(model, ["the pink elephant"], truncate=True).tokens == [["[CLS]", "the", "pink", "[SEP]"]]
     np.testing.assert_allclose(np.linalg.norm(v, axis=1), 1, rtol=1e-6)
     plain = load_model(write_model(tmp_path / "plain"))
     assert (plain.pooling, plain.normalise, plain.max_tokens) == ("mean", False, 12)
