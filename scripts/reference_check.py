@@ -58,6 +58,9 @@ def main(folder: str) -> None:
     ref_emb = st.encode(TEXTS, convert_to_numpy=True)
     emb = sentence_embeddings(ours, TEXTS)
     print("max |Δ| sentence embeddings:", np.abs(emb - ref_emb).max())
+    long = " ".join(["the pink elephant tried to get into the car but it was too big"] * 30)  # > 256 tokens
+    print("max |Δ| sentence embedding of a text cut to max_seq_length:",
+          np.abs(sentence_embeddings(ours, [long]) - st.encode([long], convert_to_numpy=True)).max())
     print("cosine fruit vs apple/banana/chair (ours):", np.round(emb[1] @ emb[2:].T, 4))
     print("cosine fruit vs apple/banana/chair (reference):", np.round(ref_emb[1] @ ref_emb[2:].T, 4))
 

@@ -391,3 +391,12 @@ def test_minilm_query_it_from_the_command_line(attn):
     assert w.shape == (6, 12, 1, 16)
     np.testing.assert_allclose(w[5, 11, 0], REF_IT_ROWS[(5, 11)], atol=1e-4)
     assert REF_TOKENS[int(w[5, 11, 0].argmax())] == "elephant"  # the last layer's head 11 resolves 'it'
+
+
+@needs_minilm
+def test_minilm_vocab_txt_tokenizes_as_tokenizer_json(tmp_path, minilm):
+    """Without tokenizer.json, WordPiece from vocab.txt (and do_lower_case) gives the same tokens."""
+    for name in ("config.json", "model.safetensors", "vocab.txt", "tokenizer_config.json"):
+        (tmp_path / name).symlink_to(MINILM / name)
+    text = "Héllo, the PINK elephant's 3 trunks!"
+    assert trace(load_model(tmp_path), text).tokens == trace(minilm, text).tokens
