@@ -31,6 +31,7 @@ TEXTS = [
     "apple",
     "banana",
     "chair",
+    "fruit",
 ]
 
 
@@ -61,8 +62,9 @@ def main(folder: str) -> None:
     long = " ".join(["the pink elephant tried to get into the car but it was too big"] * 30)  # > 256 tokens
     print("max |Δ| sentence embedding of a text cut to max_seq_length:",
           np.abs(sentence_embeddings(ours, [long]) - st.encode([long], convert_to_numpy=True)).max())
-    print("cosine fruit vs apple/banana/chair (ours):", np.round(emb[1] @ emb[2:].T, 4))
-    print("cosine fruit vs apple/banana/chair (reference):", np.round(ref_emb[1] @ ref_emb[2:].T, 4))
+    for i in (1, 5):  # "a sweet yellow fruit", "fruit" vs apple, banana, chair
+        print(f"cosine {TEXTS[i]!r} vs apple/banana/chair, ours:", np.round(emb[i] @ emb[2:5].T, 4),
+              "reference:", np.round(ref_emb[i] @ ref_emb[2:5].T, 4))
 
     # The numbers tests/test_trace.py pins, measured with the reference.
     n = int(real[0].sum())
@@ -70,7 +72,7 @@ def main(folder: str) -> None:
     np.set_printoptions(precision=6, suppress=True, linewidth=200)
     for layer, head in ((0, 0), (2, 5), (5, 11)):
         print(f"layer {layer} head {head}, query 'it' (row 11):", repr(ref_weights[layer, 0, head, 11, :n]))
-    print("embedding[:, :6]:", repr(ref_emb[:, :6]))
+    print("embedding[:5, :6]:", repr(ref_emb[:5, :6]))
 
 
 if __name__ == "__main__":

@@ -360,6 +360,7 @@ REF_EMBEDDINGS = [  # the first 6 of 384 dimensions of each text's sentence embe
     [-0.000277, 0.052023, -0.05432, 0.02133, -0.053854, 0.004514],
 ]
 REF_FRUIT_COSINES = [0.2982, 0.5248, 0.1616]  # "a sweet yellow fruit" vs apple, banana, chair
+REF_ONE_WORD_COSINES = [0.5372, 0.726, 0.3381]  # "fruit" vs apple, banana, chair (issue 8's figures)
 
 
 @pytest.fixture(scope="module")
@@ -381,6 +382,8 @@ def test_minilm_sentence_embeddings_match_sentence_transformers(minilm):
     assert e.shape == (5, 384) and e.dtype == np.float32
     np.testing.assert_allclose(e[:, :6], REF_EMBEDDINGS, atol=1e-4)
     np.testing.assert_allclose(e[1] @ e[2:].T, REF_FRUIT_COSINES, atol=1e-4)
+    fruit = sentence_embeddings(minilm, ["fruit"])
+    np.testing.assert_allclose(fruit @ e[2:].T, [REF_ONE_WORD_COSINES], atol=1e-4)
 
 
 @needs_minilm
