@@ -100,16 +100,14 @@ def _main(
 
 
 def _register() -> None:
-    from attncli.commands import explain, lookup, run, softmax
+    from attncli.commands import explain, lookup, run, selfattn, softmax, trace
 
     app.command("run", epilog=run.EXAMPLES)(run.run)
     app.command("explain", epilog=explain.EXAMPLES)(explain.explain)
     app.command("softmax", epilog=softmax.EXAMPLES, cls=softmax.NumbersCommand)(softmax.softmax)
     app.command("lookup", epilog=lookup.EXAMPLES)(lookup.lookup)
-
-    from attncli.commands import selfattn
-
     app.command("self", epilog=selfattn.EXAMPLES)(selfattn.self_attention)
+    app.command("trace", epilog=trace.EXAMPLES)(trace.trace)
 
 
 _register()

@@ -1,0 +1,206 @@
+"""``attn trace``: the attention of a real pre-trained BERT encoder on a text,
+computed in numpy through attncli's own ``attention``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from attncli.commands.common import Emitted, Format, PrecisionOption, Result, emit, read_bytes
+from attncli.errors import UsageError
+
+EXAMPLES = """\b
+Examples:
+  attn trace "The pink elephant tried to get into the car but it was too big" --model DIR
+  attn trace "..." --model DIR --layer 4 --head 7       # one head
+  attn trace "..." --model DIR --query it              # where "it" looks, every layer and head
+  attn trace "..." -m sentence-transformers/all-MiniLM-L6-v2   # a model in the HF cache
+  ATTN_MODEL=DIR attn trace "..." -f json | jq '.weights[0][0]'
+"""
+
+
+TraceFormatOption = Annotated[Optional[Format], typer.Option(
+    "--format", "-f", show_default=False,
+    help="table, json, csv, tsv or npy. Default: table on a terminal, json in a pipe. "
+         "npy writes the weights, 4-D; csv/tsv one head's matrix (one --layer, one --head).",
+)]
+
+
+def trace(
+    text: Annotated[str, typer.Argument(
+        metavar="TEXT", show_default=False, help="The text to run through the model; '-' reads it from stdin.",
+    )],
+    model: Annotated[Optional[str], typer.Option(
+        "--model", "-m", envvar="ATTN_MODEL", show_default=False,
+        help="A Hugging Face BERT folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
+             "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
+    )] = None,
+    layers: Annotated[Optional[list[int]], typer.Option(
+        "--layer", "-l", show_default=False,
+        help="Show this layer (from 0; -1 is the last). Repeat for more. Default: every layer.",
+    )] = None,
+    heads: Annotated[Optional[list[int]], typer.Option(
+        "--head", show_default=False,
+        help="Show this head (from 0; -1 is the last). Repeat for more. Default: every head.",
+    )] = None,
+    query: Annotated[Optional[str], typer.Option(
+        "--query", "-q", metavar="TOKEN", show_default=False,
+        help="One token's attention only (a word of the text, or a token's position): "
+             "on a terminal, one compact table of where it looks in every layer and head.",
+    )] = None,
+    hide_special: Annotated[bool, typer.Option(
+        "--hide-special", help="Leave out [CLS] and [SEP] (rows then sum to less than 1).",
+    )] = False,
+    fmt: TraceFormatOption = None,
+    precision: PrecisionOption = 2,
+) -> None:
+    """Show the attention of a real trained transformer (BERT family) on TEXT.
+
+    The text is split into WordPiece tokens and run through the model in numpy,
+    every head through attn's own attention function. On a terminal: the heads
+    you choose as heatmaps (queries down, keys across); with no --layer or
+    --head, an overview: each layer's heads averaged. In a pipe: JSON with
+    tokens, layers, heads, queries and the weights of the selection, always
+    4-D: layer × head × query × key.
+    """
+    from attncli.models import load_model
+    from attncli.models import trace as run_trace
+
+    text = read_bytes(text).decode("utf-8", errors="replace").strip() if text == "-" else text
+    if fmt in (Format.csv, Format.tsv) and not (layers and heads and len(layers) == len(heads) == 1):
+        raise UsageError(f"{fmt.value} writes one matrix", hint="pick one --layer and one --head, or use json or npy")
+    loaded = load_model(model)
+    t = run_trace(loaded, text)
+    selection = Selection.choose(t, loaded.config.n_layer, loaded.config.n_head,
+                                 layers, heads, query, hide_special, loaded.tokenizer)
+    emit(trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision), fmt, "weights")
+
+
+class Selection:
+    """The part of a trace to show: layers, heads, query rows and key columns."""
+
+    def __init__(self, trace, layers: list[int], heads: list[int], rows: list[int], cols: list[int],
+                 query: Optional[int]):
+        import numpy as np
+
+        self.trace, self.layers, self.heads, self.rows, self.cols, self.query = \
+            trace, layers, heads, rows, cols, query
+        # [n_layer, n_head, n, n] -> [len(layers), len(heads), len(rows), len(cols)]
+        self.weights = trace.weights[np.ix_(layers, heads, rows, cols)]
+
+    @property
+    def tokens(self) -> list[str]:
+        """The tokens along the key axis (and the query axis, without --query)."""
+        return [self.trace.tokens[i] for i in self.cols]
+
+    @property
+    def query_tokens(self) -> list[str]:
+        return [self.trace.tokens[i] for i in self.rows]
+
+    @classmethod
+    def choose(cls, trace, n_layer: int, n_head: int, layers, heads, query, hide_special, tokenizer):
+        shown = [i for i, special in enumerate(trace.special) if not (hide_special and special)]
+        q = None if query is None else find_query(trace.tokens, shown, query, tokenizer)
+        return cls(trace, pick("--layer", layers, n_layer, "layers"), pick("--head", heads, n_head, "heads"),
+                   shown if q is None else [q], shown, q)
+
+
+def pick(option: str, chosen: Optional[list[int]], n: int, what: str) -> list[int]:
+    """Indices from the command line (negative counts from the end), checked, in
+    the order given without repeats; all of them when none were given."""
+    if not chosen:
+        return list(range(n))
+    picked: list[int] = []
+    for i in chosen:
+        if not -n <= i < n:
+            raise UsageError(f"{option} {i} is out of range: the model has {n} {what} (0 to {n - 1})")
+        if i % n not in picked:
+            picked.append(i % n)
+    return picked
+
+
+def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int:
+    """The position of the query token: the first token equal to ``word``, else
+    the first WordPiece of ``word`` (so 'Elephants' finds 'elephant'), else
+    ``word`` read as a position."""
+    wanted = [word.lower()]
+    pieces = tokenizer.encode(word, add_special_tokens=False).tokens
+    if pieces:
+        wanted.append(pieces[0])
+    for target in wanted:
+        for i in shown:
+            if tokens[i].lower() == target:
+                return i
+    if word.lstrip("-").isdigit() and -len(tokens) <= int(word) < len(tokens) and int(word) % len(tokens) in shown:
+        return int(word) % len(tokens)
+    listed = " ".join(tokens[i] for i in shown[:24]) + (" …" if len(shown) > 24 else "")
+    raise UsageError(f"--query {word!r} is not a token of the text", hint=f"its tokens: {listed}")
+
+
+def trace_result(model, sel: Selection, *, explicit: bool, precision: int) -> Result:
+    """JSON, table view and the emittable weights of one trace."""
+    import numpy as np
+    from rich.text import Text
+
+    from attncli.render import heatmap, legend, stack
+
+    config, w = model.config, sel.weights
+    shown = np.round(w, precision)  # tables: 0.00 rather than 3.19e-03 for a weight too small to matter
+    data = {
+        "model": model.name,
+        "tokens": sel.tokens,
+        "layers": sel.layers,
+        "heads": sel.heads,
+        "queries": [sel.cols.index(r) for r in sel.rows],  # rows of weights, as positions in tokens
+        "weights": w,  # [layers][heads][queries][tokens]
+    }
+    header = Text.assemble(
+        ("trace ", "bold"), f"{model.name} · BERT, {config.n_layer} layers × {config.n_head} heads, "
+        f"d_model {config.d_model} · {len(sel.trace.tokens)} tokens\n",
+        "layers and heads count from 0; weights = softmax(QKᵀ/√d_k) of each head",
+    )
+    if sel.query is not None:
+        body = [query_grid(sel, precision)]
+    elif explicit:
+        body = [heatmap(shown[a, b], sel.query_tokens, sel.tokens, precision=precision,
+                        title=f"layer {layer} · head {head}")
+                for a, layer in enumerate(sel.layers) for b, head in enumerate(sel.heads)]
+    else:
+        body = [heatmap(np.round(w[a].mean(axis=0), precision), sel.query_tokens, sel.tokens, precision=precision,
+                        title=f"layer {layer} · mean of its {len(sel.heads)} heads")
+                for a, layer in enumerate(sel.layers)]
+        body.append(Text("one head: --layer L --head H · one token in every head: --query WORD", style="dim"))
+    view = stack(header, *body, legend(float(w.max()), precision))
+    single = w[0, 0] if w.shape[:2] == (1, 1) else w
+    matrices = {"weights": Emitted(single, sel.query_tokens if single.ndim == 2 else None,
+                                   sel.tokens if single.ndim == 2 else None)}
+    return Result(data, view, matrices)
+
+
+def query_grid(sel: Selection, precision: int):
+    """Where one token looks: heads down, layers across; each cell is the key
+    it attends to most in that head, and the weight, shaded by the weight."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from attncli.render import cell_style, fmt
+
+    w = sel.weights[:, :, 0, :]  # [layers, heads, keys]
+    top = float(w.max()) or 1.0
+    table = Table(show_edge=False, pad_edge=False)
+    table.add_column("", style="bold", no_wrap=True)
+    for layer in sel.layers:
+        table.add_column(f"layer {layer}", no_wrap=True)
+    for b, head in enumerate(sel.heads):
+        cells = []
+        for a in range(len(sel.layers)):
+            k = int(w[a, b].argmax())
+            weight = float(w[a, b, k])
+            cells.append(Text(f" {sel.tokens[k][:12]} {fmt(weight, precision)} ", style=cell_style(weight / top)))
+        table.add_row(f"head {head}", *cells)
+    token = sel.trace.tokens[sel.query]
+    title = Text(f"where {token!r} (token {sel.query}) looks: the token it attends to most, and how much",
+                 style="bold")
+    return Group(title, table)
