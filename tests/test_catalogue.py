@@ -163,6 +163,36 @@ CATALOGUE = [
     ("NaN in vectors", {"v.txt": "fruit 1 nan\napple 1 2\n"}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"],
      1, "{d}/v.txt:1: 'fruit' has a non-finite value (nan)"),
     ("missing vectors", {}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/nope.txt"], 1, "{d}/nope.txt: …"),
+    # ---------------------------------------------------------------- self
+    ("heads do not divide d_attn", {"x.csv": "1,2,3,4\n5,6,7,8\n"}, ["self", "{d}/x.csv", "--heads", "3"], 1,
+     "W_Q is 4×4: d_attn = 4 does not split into 3 heads (the number of heads must divide d_attn)"),
+    ("W_Q does not chain", {"x.csv": "1,2,3,4\n", "wq.csv": "1,2\n3,4\n"},
+     ["self", "{d}/x.csv", "--wq", "{d}/wq.csv"], 1,
+     "X is 1×4 but W_Q is 2×2 (W_Q needs 4 rows, one per column of X)"),
+    ("unknown word in a sentence", {}, ["self", "the pink elephnat"], 1,
+     "unknown word 'elephnat' (did you mean 'elephant'?)"),
+    ("sentence without words", {}, ["self", "..."], 1, "no words in '...' (give a sentence or a matrix file)"),
+    ("self bundle extra entry", {"b.yaml": "x: [[1, 2]]\nwz: [[1, 2]]\n"}, ["self", "{d}/b.yaml"], 1,
+     "{d}/b.yaml: the bundle has an unexpected entry 'wz' "
+     "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask)"),
+    ("head out of range", {"x.csv": "1,2\n3,4\n"}, ["self", "{d}/x.csv", "--heads", "2", "--head", "2"], 2,
+     "--head 2 but there are 2 heads (heads are numbered from 0 to 1)"),
+    ("zero heads", {"x.csv": "1,2\n"}, ["self", "{d}/x.csv", "--heads", "0"], 2, "Invalid value for '--heads' / '-H'…"),
+    # ---------------------------------------------------------------- explain, softmax, trace
+    ("explain unknown query", {}, ["explain", *QKV, "--query", "3"], 2,
+     "--query 3: no such query (Q has row 0; give a number or a label)"),
+    ("explain shapes", {"q.csv": "1,2\n"}, ["explain", "{d}/q.csv", *KV], 1,
+     "Q is 1×2 but K is 3×3 (Q and K need the same number of columns, d_k)"),
+    ("softmax text", {}, ["softmax", "1", "x"], 2, "'x' is not a number"),
+    ("softmax NaN", {}, ["softmax", "1", "nan"], 2,
+     "nan is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
+    ("softmax bad stdin", {}, ["softmax", "-"], 1, "<stdin>:2: 'four' is not a number", "1 2\n3 four\n"),
+    ("trace without a model", {}, ["trace", "the car"], 2, "no model given (pass --model DIR or set ATTN_MODEL)"),
+    ("trace not a model folder", {"notes.txt": "hi"}, ["trace", "the car", "-m", "{d}"], 1,
+     "{d}: not a model folder: no config.json (a model folder holds config.json, "
+     "model.safetensors and vocab.txt or tokenizer.json)"),
+    ("picture to a missing folder", {}, ["run", "{s}/colors.yaml", "--svg", "{d}/no/such/x.svg"], 1,
+     "{d}/no/such/x.svg: cannot write: no such directory"),
 ]
 
 
