@@ -48,3 +48,16 @@ class UsageError(AttnError):
 
 class ShapeError(AttnError):
     """Matrices whose shapes do not chain; the message names both shapes."""
+
+
+def file_error(name: str, e: OSError, *, writing: bool = False) -> AttnError:
+    """One line for an OSError on a user's file, the same for every reader and writer."""
+    if isinstance(e, IsADirectoryError):
+        return AttnError("is a directory, expected a file", source=name)
+    if isinstance(e, FileNotFoundError):
+        problem = "no such directory" if writing else "no such file"
+    elif isinstance(e, PermissionError):
+        problem = "permission denied"
+    else:
+        problem = e.strerror or str(e)
+    return AttnError(f"cannot write: {problem}" if writing else problem, source=name)

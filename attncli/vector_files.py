@@ -14,7 +14,7 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, BinaryIO
 
-from .errors import AttnError
+from .errors import AttnError, file_error
 
 from .vectors import WordVectors, _from_npz, _finite, SUPPORTED, FORMATS
 
@@ -103,7 +103,7 @@ class _open_binary:
             try:
                 self.opened = open(s, "rb")
             except OSError as e:
-                raise AttnError(f"cannot open: {e.strerror}", source=os.fspath(s)) from None
+                raise file_error(os.fspath(s), e) from None
             return self.opened
         if isinstance(s, io.TextIOBase):
             s = getattr(s, "buffer", None) or io.BytesIO(s.read().encode("utf-8"))

@@ -162,7 +162,7 @@ CATALOGUE = [
      f"{{d}}/v.txt: empty file, no word vectors {VECTORS_HINT}"),
     ("NaN in vectors", {"v.txt": "fruit 1 nan\napple 1 2\n"}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"],
      1, "{d}/v.txt:1: 'fruit' has a non-finite value (nan)"),
-    ("missing vectors", {}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/nope.txt"], 1, "{d}/nope.txt: …"),
+    ("missing vectors", {}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/nope.txt"], 1, "{d}/nope.txt: no such file"),
     # ---------------------------------------------------------------- self
     ("heads do not divide d_attn", {"x.csv": "1,2,3,4\n5,6,7,8\n"}, ["self", "{d}/x.csv", "--heads", "3"], 1,
      "W_Q is 4×4: d_attn = 4 does not split into 3 heads (the number of heads must divide d_attn)"),

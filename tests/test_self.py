@@ -361,7 +361,7 @@ def test_bad_files(attn, files, tmp_path):
         f"{tmp_path}/b.yaml: the bundle has an unexpected entry 'wz' "
         "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask)")
     assert attn.fails("self", "the cat", "--vectors", tmp_path / "none.txt") == \
-        f"{tmp_path}/none.txt: cannot open: No such file or directory"
+        f"{tmp_path}/none.txt: no such file"
     (tmp_path / "empty.txt").write_text("")
     assert attn.fails("self", "the cat", "--vectors", tmp_path / "empty.txt").startswith(
         f"{tmp_path}/empty.txt: empty file, no word vectors")

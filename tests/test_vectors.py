@@ -311,4 +311,4 @@ def test_bad_npy_files(tmp_path):
 
 def test_missing_file(tmp_path):
     assert raises(read_vectors, tmp_path / "nope.txt") == (
-        f"{tmp_path / 'nope.txt'}: cannot open: No such file or directory")
+        f"{tmp_path / 'nope.txt'}: no such file")

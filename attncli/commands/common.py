@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.errors import AttnError, UsageError
+from attncli.errors import AttnError, UsageError, file_error
 
 STDIN = "-"
 
@@ -53,14 +53,8 @@ def read_bytes(name: str) -> bytes:
     try:
         with open(name, "rb") as f:
             return f.read()
-    except FileNotFoundError:
-        raise AttnError("no such file", source=name) from None
-    except IsADirectoryError:
-        raise AttnError("is a directory, expected a file", source=name) from None
-    except PermissionError:
-        raise AttnError("permission denied", source=name) from None
     except OSError as e:
-        raise AttnError(f"cannot read: {e.strerror or e}", source=name) from None
+        raise file_error(name, e) from None
 
 
 def source_name(name: str) -> str:
@@ -181,16 +175,12 @@ def write_atomically(name: str, text: str) -> None:
     import tempfile
 
     if os.path.isdir(name):
-        raise AttnError("is a directory, expected a file", source=name)
+        raise file_error(name, IsADirectoryError())
     directory = os.path.dirname(os.path.abspath(name))
     try:
         fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(name)}.", suffix=".tmp")
-    except FileNotFoundError:
-        raise AttnError("cannot write: no such directory", source=name) from None
-    except PermissionError:
-        raise AttnError("cannot write: permission denied", source=name) from None
     except OSError as e:
-        raise AttnError(f"cannot write: {e.strerror or e}", source=name) from None
+        raise file_error(name, e, writing=True) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
@@ -199,7 +189,7 @@ def write_atomically(name: str, text: str) -> None:
     except BaseException as e:
         os.unlink(temporary)
         if isinstance(e, OSError):
-            raise AttnError(f"cannot write: {e.strerror or e}", source=name) from None
+            raise file_error(name, e, writing=True) from None
         raise
 
 
