@@ -1,7 +1,8 @@
 """The ``attn`` command line: the Typer app, its commands, and the one place
 where errors become a line on stderr and an exit code.
 
-Exit codes: 0 success, 1 bad data, 2 bad usage, 130 Ctrl-C, 141 closed pipe.
+Exit codes: 0 success, 1 bad data, 2 bad usage, 70 a bug in attn, 130 Ctrl-C,
+141 closed pipe.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from attncli import __version__
 from attncli.errors import AttnError
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `attn ... | head`
+EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in attn, not the user's mistake
 
 # Typer 0.29 vendors its own Click; find its exception classes through the
 # public ones, so this works with either.
@@ -46,6 +48,18 @@ class AttnGroup(TyperGroup):
             except (OSError, ValueError):  # not a real file (tests)
                 pass
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        except (ClickException, typer.Exit, typer.Abort):
+            raise  # usage errors and exits: main() reports them
+        except MemoryError:
+            report("out of memory (the inputs are too large for this machine)")
+            raise typer.Exit(1) from None
+        except Exception as e:
+            # A bug: still one line for the user; ATTN_DEBUG=1 shows the traceback.
+            if os.environ.get("ATTN_DEBUG"):
+                raise
+            report(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+                   "(a bug in attn: ATTN_DEBUG=1 shows where; please report it)")
+            raise typer.Exit(EXIT_INTERNAL) from None
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:

@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from attncli.commands import common
+from attncli.errors import AttnError
 
 LABELS = ("#8517dc", "#fef0d9", "#02818a", "warm", "cool")
 
@@ -93,6 +94,6 @@ def test_failed_rename_is_an_error_and_leaves_nothing(tmp_path, monkeypatch):
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(common.os, "replace", full)
-    with pytest.raises(common.AttnError, match="cannot write: No space left on device"):
+    with pytest.raises(AttnError, match="cannot write: No space left on device"):
         common.write_atomically(str(tmp_path / "v.html"), "<html/>")
     assert os.listdir(tmp_path) == []

@@ -211,3 +211,17 @@ def test_ctrl_c_ends_quietly_with_130(samples):
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130
     assert "Traceback" not in stderr
+
+
+def test_a_bug_is_one_line_and_exit_70(attn, samples, monkeypatch):
+    """An unexpected exception is attn's fault: one line, exit 70; ATTN_DEBUG=1 re-raises."""
+    from attncli.commands import run
+
+    def broken(*args, **kwargs):
+        raise KeyError("boom")
+
+    monkeypatch.setattr(run, "compute", broken)
+    assert attn.fails("run", samples / "colors.yaml", code=70) == \
+        "internal error: KeyError: 'boom' (a bug in attn: ATTN_DEBUG=1 shows where; please report it)"
+    result = attn("run", samples / "colors.yaml", env={"ATTN_DEBUG": "1"})
+    assert isinstance(result.exception, KeyError)

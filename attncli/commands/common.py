@@ -11,7 +11,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from attncli.errors import AttnError, UsageError, file_error
+from attncli.errors import UsageError, file_error
 
 STDIN = "-"
 
@@ -82,7 +82,7 @@ class Result:
     """What a command produced, ready for any output format."""
 
     data: dict  # the JSON object
-    view: Any  # a Rich renderable for the terminal
+    view: Any  # a Rich renderable for the terminal, or a function that builds it when needed
     matrices: dict[str, Emitted] = field(default_factory=dict)  # for --emit
 
 
@@ -97,14 +97,26 @@ def choose_format(fmt: Optional[Format]) -> Format:
     return Format.table if is_terminal() else Format.json
 
 
-def emit(result: Result, fmt: Optional[Format], which: str = "output") -> None:
-    """Write the result to stdout once, in the chosen format."""
+def emit(
+    result: Result,
+    fmt: Optional[Format],
+    which: str = "output",
+    *,
+    svg: Optional[str] = None,
+    html: Optional[str] = None,
+    title: str = "attn",
+) -> None:
+    """Save the pictures asked for, then write the result to stdout once, in
+    the chosen format (a picture error thus stops the command before output)."""
     from attncli import writers
 
     fmt = choose_format(fmt)
+    view = None
+    if fmt is Format.table or svg is not None or html is not None:
+        view = result.view() if callable(result.view) else result.view
+    save_pictures(view, svg, html, title=title)
     if fmt is Format.table:
-        console = _console()
-        console.print(result.view)
+        _console().print(view)
         return
     if fmt is Format.json:
         writers.write_json(sys.stdout, result.data)
@@ -142,7 +154,7 @@ def save_pictures(view: Any, svg: Optional[str] = None, html: Optional[str] = No
     its output, so that a picture error stops the command with nothing printed.
 
     A command adds pictures with its two options (``svg: SvgOption = None,
-    html: HtmlOption = None``) and ``save_pictures(result.view, svg, html, title="attn run")``.
+    html: HtmlOption = None``) passed on to ``emit``.
     The picture is as wide as the view needs, at most the terminal's width
     (``COLUMNS``, else 100), and keeps its colours even under NO_COLOR: it is
     a file to share, not terminal output.

@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.commands.common import (
-    FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit, save_pictures,
+    FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit,
 )
 from attncli.commands.run import (
     AlignOption, CausalOption, Emit, EmitOption, FilesArgument, MaskOption, ScaleOption,
@@ -61,8 +61,7 @@ def explain(
     options = settings(scale, temperature, similarity, causal, causal_align)
     steps = compute(problem, **options)
     result = explain_result(problem, steps, precision, options, pick_query(problem, query))
-    save_pictures(result.view, svg, html, title="attn explain")
-    emit(result, fmt, emit_which.value)
+    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
 
 
 def pick_query(problem: Problem, query: Optional[str]) -> int:

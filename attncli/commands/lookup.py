@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.commands.common import (
-    Emitted, FormatOption, PrecisionOption, Result, emit, read_bytes, source_name,
+    Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit, read_bytes, source_name,
 )
 from attncli.commands.run import (
     Emit, ScaleOption, Similarity, SimilarityOption, TemperatureOption, describe,
@@ -67,6 +67,8 @@ def lookup(
         help="The matrix csv/tsv/npy write: weights, or output (the default when there are values).",
     )] = None,
     precision: PrecisionOption = 3,
+    svg: SvgOption = None,
+    html: HtmlOption = None,
 ) -> None:
     """Look words up by meaning: attention of query words over key words.
 
@@ -89,7 +91,8 @@ def lookup(
     which = (emit_which or (Emit.output if value_matrix is not None else Emit.weights)).value
     if which == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
-    emit(_result(queries, key_names, value_matrix, table, steps, options, precision), fmt, which)
+    emit(_result(queries, key_names, value_matrix, table, steps, options, precision), fmt, which,
+         svg=svg, html=html, title="attn lookup")
 
 
 def _keys_and_values(keys: Optional[str], values: Optional[str], dict_file: Optional[str]):

@@ -9,7 +9,7 @@ import typer
 
 from attncli.commands.common import (
     Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption,
-    check_stdin_once, emit, read_bytes, save_pictures, source_name,
+    check_stdin_once, emit, read_bytes, source_name,
 )
 from attncli.errors import AttnError, UsageError
 
@@ -98,8 +98,7 @@ def run(
     options = settings(scale, temperature, similarity, causal, causal_align)
     steps = compute(problem, **options)
     result = run_result(problem, steps, precision, options)
-    save_pictures(result.view, svg, html, title="attn run")
-    emit(result, fmt, emit_which.value)
+    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
 
 
 class Problem:
@@ -270,7 +269,6 @@ def readings(problem: Problem, steps, precision: int, rows=None):
     from rich.console import Group
 
     from attncli.colours import are_shares, mix, percentages, to_hex
-    from attncli.render import IfColour
 
     shares = problem.v.col_labels is not None and are_shares(problem.v.values)
     keys = problem.key_colours

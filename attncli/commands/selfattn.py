@@ -10,6 +10,8 @@ they have no trained weights.
 
 from __future__ import annotations
 
+import functools
+
 import os
 from dataclasses import dataclass, field
 from enum import Enum
@@ -18,7 +20,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from attncli.commands.common import (
-    Emitted, Format, FormatOption, PrecisionOption, Result,
+    Emitted, Format, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption,
     check_stdin_once, choose_format, emit, read_bytes, source_name,
 )
 from attncli.commands.lookup import VectorsOption, WordsOption, word_vectors
@@ -124,6 +126,8 @@ def self_attention(
              "head's rows stacked, labelled head:query), or the projections q, k, v.",
     )] = Emit.output,
     precision: PrecisionOption = 3,
+    svg: SvgOption = None,
+    html: HtmlOption = None,
 ) -> None:
     """Self-, cross- and multi-head attention: project X (and a context Z), attend, project out.
 
@@ -146,7 +150,7 @@ def self_attention(
     steps, random = compute_self(problem, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out, causal=causal_mode)
     settings = {"seed": seed, "random": random, "causal": causal_mode, "head": head}
     result = self_result(problem, steps, settings, precision, choose_format(fmt))
-    emit(result, fmt, emit_which.value)
+    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn self")
 
 
 @dataclass
@@ -340,7 +344,7 @@ def self_result(problem: SelfProblem, steps, settings: dict, precision: int, fmt
         "k": Emitted(steps.k, problem.context.row_labels),
         "v": Emitted(steps.v, problem.context.row_labels),
     }
-    view = None if fmt is not Format.table else _view(problem, steps, dims, settings, data["columns"], precision)
+    view = functools.partial(_view, problem, steps, dims, settings, data["columns"], precision)
     return Result(data, view, matrices)
 
 

@@ -9,7 +9,7 @@ import typer
 from typer.core import TyperCommand
 
 from attncli.commands.common import (
-    STDIN, Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit, save_pictures,
+    STDIN, Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit,
 )
 from attncli.commands.run import TemperatureOption
 from attncli.errors import AttnError, UsageError
@@ -81,8 +81,7 @@ def softmax(
     """
     x = read_numbers(numbers or [])
     result = softmax_result(x, temperature, precision)
-    save_pictures(result.view, svg, html, title="attn softmax")
-    emit(result, fmt)
+    emit(result, fmt, svg=svg, html=html, title="attn softmax")
 
 
 def read_numbers(words: list[str]):

@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from attncli.commands.common import Emitted, Format, PrecisionOption, Result, emit, read_bytes
+from attncli.commands.common import (
+    Emitted, Format, HtmlOption, PrecisionOption, Result, SvgOption, emit, read_bytes,
+)
 from attncli.errors import UsageError
 
 EXAMPLES = """\b
@@ -54,6 +56,8 @@ def trace(
     )] = False,
     fmt: TraceFormatOption = None,
     precision: PrecisionOption = 2,
+    svg: SvgOption = None,
+    html: HtmlOption = None,
 ) -> None:
     """Show the attention of a real trained transformer (BERT family) on TEXT.
 
@@ -74,7 +78,8 @@ def trace(
     t = run_trace(loaded, text)
     selection = Selection.choose(t, loaded.config.n_layer, loaded.config.n_head,
                                  layers, heads, query, hide_special, loaded.tokenizer)
-    emit(trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision), fmt, "weights")
+    result = trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision)
+    emit(result, fmt, "weights", svg=svg, html=html, title="attn trace")
 
 
 class Selection:
