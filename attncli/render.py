@@ -72,9 +72,10 @@ def heatmap(
     title: str | None = None,
     allowed: Any = None,
 ) -> RenderableType:
-    """Weights [n_q, n_k] as a table whose cell backgrounds show the weight;
-    pairs the mask forbids (``allowed`` False) show as a dim dash. Wraps into
-    blocks of columns when the keys do not fit the width."""
+    """Weights [n_q, n_k] as a table whose cell backgrounds show the weight,
+    with the colour scale below it (where colours show); pairs the mask
+    forbids (``allowed`` False) show as a dim dash. Wraps into blocks of
+    columns when the keys do not fit the width."""
     top = float(weights.max()) or 1.0
     body = [
         (label, [
@@ -84,11 +85,11 @@ def heatmap(
         ])
         for i, (label, row) in enumerate(zip(rows, weights.tolist()))
     ]
-    return _titled(title, ColumnBlocks(cols, body))
+    return _titled(title, Group(ColumnBlocks(cols, body), ColourOnly(legend(top, precision))))
 
 
 def legend(top: float, precision: int = 3) -> Text:
-    """A colour bar from 0 to the largest weight."""
+    """A colour bar from 0 to the largest weight, the scale of ``heatmap``."""
     text = Text("0 ")
     for i in range(20):
         text.append(" ", style=background(i / 19))
@@ -212,13 +213,34 @@ class IfColour:
         self.coloured, self.plain = coloured, plain
 
     def choose(self, console: Console) -> Label:
-        return self.coloured if console.color_system is not None and not console.no_color else self.plain
+        return self.coloured if ColourOnly.shown(console) else self.plain
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         yield self.choose(console)
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
         return Measurement.get(console, options, self.choose(console))
+
+
+class ColourOnly:
+    """A renderable shown only where colours show: a colour scale means
+    nothing under NO_COLOR or in a pipe, so it takes no line there."""
+
+    def __init__(self, renderable: RenderableType) -> None:
+        self.renderable = renderable
+
+    @staticmethod
+    def shown(console: Console) -> bool:
+        return console.color_system is not None and not console.no_color
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        if self.shown(console):
+            yield self.renderable
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        if self.shown(console):
+            return Measurement.get(console, options, self.renderable)
+        return Measurement(0, 0)
 
 
 def swatch(rgb: tuple[int, int, int], width: int = 2) -> Text:

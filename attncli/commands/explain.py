@@ -104,7 +104,7 @@ def explain_view(problem: Problem, steps, precision: int, options: dict, i: int,
 
     from rich.text import Text
 
-    from attncli.render import heatmap, legend, number_table, stack
+    from attncli.render import heatmap, number_table, stack
 
     q, k, v = problem.q.values, problem.k.values, problem.v.values
     (n_q, d_k), (n_k, d_v) = q.shape, v.shape
@@ -142,7 +142,6 @@ def explain_view(problem: Problem, steps, precision: int, options: dict, i: int,
                 "e^x / Σ e^x, so the biggest score gets the most weight. Brighter = more attention."),
         heatmap(steps.weights, rows, key_cols, precision=precision, allowed=steps.allowed,
                 title="weights, each row sums to 1"),
-        legend(float(steps.weights.max()), precision),
         heading("Output: weights · V",
                 "Each query's output is the values added up, each times the query's weight for its key:"),
         Text(weighted_sum(label, steps.weights[i], v, steps.output[i], precision,

@@ -204,7 +204,7 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
     """JSON, table view and emittable matrices of one attention run."""
     from rich.text import Text
 
-    from attncli.render import heatmap, legend, number_table, stack
+    from attncli.render import heatmap, number_table, stack
 
     q, k, v = problem.q, problem.k, problem.v
     n_q, d_k = q.shape
@@ -232,7 +232,6 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
         header,
         heatmap(steps.weights, rows, key_headers, precision=precision,
                 title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed),
-        legend(float(steps.weights.max()), precision),
         number_table(steps.output, rows, problem.columns, precision=precision,
                      title="output = weights · V"),
         readings(problem, steps, precision),

@@ -380,7 +380,7 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     """Header, one heatmap per head (or the one --head asks for), the output."""
     from rich.text import Text
 
-    from attncli.render import heatmap, legend, number_table, stack
+    from attncli.render import heatmap, number_table, stack
 
     n_head = dims["heads"]
     kind = "self-attention" if problem.z is None else "cross-attention"
@@ -405,7 +405,6 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
         title = f"head {h} of {n_head}: weights = softmax(Q_h K_hᵀ/√{dims['d_head']}), each row sums to 1"
         parts.append(heatmap(steps.weights[h], problem.queries, problem.keys, precision=precision,
                              title=title, allowed=None if allowed is None else allowed[h]))
-        parts.append(legend(float(steps.weights[h].max()), precision))
     if "wo" in problem.weights:
         how = "concat(heads) · W_O" + (" + b_o" if "bo" in problem.weights else "")
     else:

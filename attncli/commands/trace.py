@@ -148,7 +148,7 @@ def trace_result(model, sel: Selection, *, explicit: bool, precision: int) -> Re
     import numpy as np
     from rich.text import Text
 
-    from attncli.render import heatmap, legend, stack
+    from attncli.render import heatmap, stack
 
     config, w = model.config, sel.weights
     shown = np.round(w, precision)  # tables: 0.00 rather than 3.19e-03 for a weight too small to matter
@@ -176,7 +176,7 @@ def trace_result(model, sel: Selection, *, explicit: bool, precision: int) -> Re
                         title=f"layer {layer} · mean of its {len(sel.heads)} heads")
                 for a, layer in enumerate(sel.layers)]
         body.append(Text("one head: --layer L --head H · one token in every head: --query WORD", style="dim"))
-    view = stack(header, *body, legend(float(w.max()), precision))
+    view = stack(header, *body)
     single = w[0, 0] if w.shape[:2] == (1, 1) else w
     matrices = {"weights": Emitted(single, sel.query_tokens if single.ndim == 2 else None,
                                    sel.tokens if single.ndim == 2 else None)}
