@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.commands.common import (
-    Emitted, FormatOption, PrecisionOption, Result,
-    check_stdin_once, emit, read_bytes, source_name,
+    MATRIX_FORMATS, Emitted, FormatOption, PrecisionOption, Result,
+    check_stdin_once, choose_format, emit, progress_bar, read_bytes, read_matrix_arg, source_name,
 )
 from attncli.errors import AttnError, UsageError
 
@@ -92,6 +92,10 @@ def run(
     problem = load_problem(files, mask)
     options = dict(scale=scale, temperature=temperature, similarity=similarity.value,
                    causal=causal_setting(causal, causal_align))
+    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS:
+        # Only the output is written: the blocked kernel never holds the weights.
+        emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, **options))}), fmt)
+        return
     steps = compute(problem, **options)
     emit(run_result(problem, steps, precision, options), fmt, emit_which.value)
 
@@ -117,7 +121,7 @@ class Problem:
 
 def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
     """Read one bundle or three files, and the mask."""
-    from attncli.readers import read_bundle, read_matrix
+    from attncli.readers import read_bundle
 
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
@@ -135,9 +139,9 @@ def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
         q, k, v = entries["q"], entries["k"], entries["v"]
         mask = entries.get("mask")
     else:
-        q, k, v = (read_matrix(read_bytes(f), source_name(f)) for f in files)
+        q, k, v = (read_matrix_arg(f) for f in files)
     if mask_file is not None:
-        mask = read_matrix(read_bytes(mask_file), source_name(mask_file), mask=True)
+        mask = read_matrix_arg(mask_file, mask=True)
     return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None))
 
 
@@ -154,6 +158,22 @@ def compute(problem: Problem, **options):
         problem.q.values, problem.k.values, problem.v.values,
         mask=None if problem.mask is None else problem.mask.values, **options,
     )
+
+
+def compute_output(problem: Problem, **options):
+    """The output alone, from the blocked kernel, with a progress bar on a terminal."""
+    from attncli.maths import attention_blocked
+
+    with progress_bar("attention") as progress:
+        return attention_blocked(
+            problem.q.values, problem.k.values, problem.v.values,
+            mask=None if problem.mask is None else problem.mask.values, progress=progress, **options,
+        )
+
+
+def output_matrix(problem: Problem, output) -> Emitted:
+    """The output as --emit writes it: rows named as the queries, columns as V's."""
+    return Emitted(output, problem.q.row_labels, problem.v.col_labels)
 
 
 def describe(steps, d_k: int, options: dict) -> str:
@@ -209,7 +229,7 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
                      title="output = weights · V"),
     )
     matrices = {
-        "output": Emitted(steps.output, q.row_labels, v.col_labels),
+        "output": output_matrix(problem, steps.output),
         "weights": Emitted(steps.weights, q.row_labels, k.row_labels or v.row_labels),
     }
     return Result(data, view, matrices)
