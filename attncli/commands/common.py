@@ -99,7 +99,7 @@ class Result:
     """What a command produced, ready for any output format."""
 
     data: dict  # the JSON object
-    view: Any  # a Rich renderable for the terminal
+    view: Any  # a Rich renderable for the terminal, or a function making one (built only for tables)
     matrices: dict[str, Emitted] = field(default_factory=dict)  # for --emit
 
 
@@ -121,7 +121,7 @@ def emit(result: Result, fmt: Optional[Format], which: str = "output") -> None:
     fmt = choose_format(fmt)
     if fmt is Format.table:
         console = _console()
-        console.print(result.view)
+        console.print(result.view() if callable(result.view) else result.view)
         return
     if fmt is Format.json:
         writers.write_json(sys.stdout, result.data)

@@ -195,10 +195,6 @@ def describe(steps, d_k: int, options: dict) -> str:
 
 def run_result(problem: Problem, steps, precision: int, options: dict) -> Result:
     """JSON, table view and emittable matrices of one attention run."""
-    from rich.text import Text
-
-    from attncli.render import heatmap, legend, number_table, stack
-
     q, k, v = problem.q, problem.k, problem.v
     n_q, d_k = q.shape
     n_k, d_v = v.shape
@@ -214,20 +210,26 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
         "causal": options["causal"],
         "shapes": {"q": [n_q, d_k], "k": [n_k, d_k], "v": [n_k, d_v]},
     }
-    header = Text.assemble(
-        ("attention ", "bold"),
-        f"Q {n_q}×{d_k} · K {n_k}×{d_k} · V {n_k}×{d_v} → output {n_q}×{d_v}\n",
-        describe(steps, d_k, options),
-    )
-    top = float(steps.weights.max())
-    view = stack(
-        header,
-        heatmap(steps.weights, problem.queries, problem.keys, precision=precision,
-                title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed),
-        legend(top, precision),
-        number_table(steps.output, problem.queries, problem.columns, precision=precision,
-                     title="output = weights · V"),
-    )
+
+    def view():  # Rich is imported only when a table is shown
+        from rich.text import Text
+
+        from attncli.render import heatmap, legend, number_table, stack
+
+        header = Text.assemble(
+            ("attention ", "bold"),
+            f"Q {n_q}×{d_k} · K {n_k}×{d_k} · V {n_k}×{d_v} → output {n_q}×{d_v}\n",
+            describe(steps, d_k, options),
+        )
+        top = float(steps.weights.max())
+        return stack(
+            header,
+            heatmap(steps.weights, problem.queries, problem.keys, precision=precision,
+                    title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed),
+            legend(top, precision),
+            number_table(steps.output, problem.queries, problem.columns, precision=precision,
+                         title="output = weights · V"),
+        )
     matrices = {
         "output": output_matrix(problem, steps.output),
         "weights": Emitted(steps.weights, q.row_labels, k.row_labels or v.row_labels),
