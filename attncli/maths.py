@@ -146,6 +146,7 @@ class _Problem:
     bias: np.ndarray | None  # [..., n_q or 1, n_k or 1] added to the logits
     causal_offset: int | None  # query i sees keys j <= i + offset; None = not causal
     logits_shape: tuple[int, ...]  # [..., n_q, n_k]
+    cannot_overflow: bool  # a bound on |q·k| shows no block needs checking for inf/NaN
 
     @property
     def out_shape(self) -> tuple[int, ...]:  # [..., n_q, d_v]
@@ -175,8 +176,22 @@ def _prepare(q, k, v, scale, mask, causal, similarity, temperature) -> _Problem:
                 hint=f"give a {n_q}×{n_k} mask, or 1×{n_k} for every query",
             )
     allowed, bias = (None if m is None else np.atleast_2d(m) for m in (allowed, bias))
+    cannot_overflow = _score_bound(q, k, similarity) * max(1.0, scale / temperature) < float(np.finfo(dtype).max)
     return _Problem(q, k, v, float(scale), float(temperature), similarity == "cosine",
-                    allowed, None if bias is None else bias.astype(dtype), offset, logits_shape)
+                    allowed, None if bias is None else bias.astype(dtype), offset, logits_shape,
+                    bool(cannot_overflow))
+
+
+def _score_bound(q: np.ndarray, k: np.ndarray, similarity: Similarity) -> float:
+    """An upper bound on every |q·k| and partial sum of it: d_k · max|q| · max|k|
+    (cosine: about 1). NaN when an input holds NaN, so the check then runs.
+    max and min rather than abs, so that a memory-mapped K is not copied."""
+    if similarity == "cosine":
+        return 2.0
+    if q.size == 0 or k.size == 0:
+        return 0.0
+    largest = [max(float(m.max()), -float(m.min())) for m in (q, k)]
+    return q.shape[-1] * largest[0] * largest[1]
 
 
 def _cut(m: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
@@ -204,7 +219,8 @@ def _block_logits(p: _Problem, rows: slice, cols: slice, keep: bool):
             logits = scores * factor
         else:
             scores, logits = None, (qb * factor) @ kt
-    _check_finite(logits)
+    if not p.cannot_overflow:
+        _check_finite(logits)
     allowed = None if p.allowed is None else _cut(p.allowed, rows, cols)
     if p.causal_offset is not None:
         i = np.arange(rows.start, rows.stop)[:, None]  # [r, 1]
