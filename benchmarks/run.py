@@ -4,8 +4,9 @@
    kernel (``attention_blocked``) against the seeds' numpy code
    (``softmax(Q @ K.T / np.sqrt(d_k)) @ V`` with seed 000's softmax, no max
    subtracted) and, when torch is installed (``pip install -e '.[bench]'``),
-   torch's ``scaled_dot_product_attention`` on the CPU. Best of a few runs each,
-   and the largest difference from attn's output.
+   torch's ``scaled_dot_product_attention`` on the CPU. Best of a few rounds
+   (each runs every contender once, in turn), and the largest difference from
+   attn's output.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
 3. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
    against a bare Typer app that imports numpy, median of many runs.
@@ -68,42 +69,40 @@ def seed_attention(q, k, v):
     return softmax(q @ k.T / np.sqrt(d_k)) @ v
 
 
-def best_time(fn, repeat: int) -> tuple[float, object]:
-    """The fastest of ``repeat`` runs (the least disturbed by other work), and a result."""
-    times, result = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        result = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), result
-
-
 def kernels(sizes: list[int], d: int = 64) -> None:
+    """Each contender once per round, in turn, so that all meet the same
+    machine state (the seed's code allocates n×n float64 arrays, and its
+    time depends on whether the memory was just freed); best of the rounds."""
     try:
         import torch
         import torch.nn.functional as F
     except ImportError:
         torch = None
-    print(f"\n## Kernel: output only, float32, d = {d} (best of several runs, seconds)\n")
+    print(f"\n## Kernel: output only, float32, d = {d} (best of several interleaved runs, seconds)\n")
     print(f"{'n':>6} | {'attn':>7} | {'seed':>7} | {'torch':>7} | {'seed/attn':>9} | {'torch/attn':>10} | max |diff|")
     print("-" * 80)
     rng = np.random.default_rng(0)
     for n in sizes:
         q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
-        repeat = 5 if n <= 4096 else 3
-        ours, out = best_time(lambda: attention_blocked(q, k, v), repeat)
-        with np.errstate(over="ignore", invalid="ignore"):
-            seed, seed_out = best_time(lambda: seed_attention(q, k, v), 1 if n > 8192 else 2)
-        diff = float(np.abs(seed_out - out).max())
-        theirs = math.nan
+        contenders = {"attn": lambda: attention_blocked(q, k, v), "seed": lambda: seed_attention(q, k, v)}
         if torch is not None:
             tq, tk, tv = (torch.from_numpy(m)[None] for m in (q, k, v))
-            with torch.no_grad():
-                theirs, torch_out = best_time(lambda: F.scaled_dot_product_attention(tq, tk, tv), repeat)
-            diff = max(diff, float(np.abs(torch_out[0].numpy() - out).max()))
+            contenders["torch"] = lambda: F.scaled_dot_product_attention(tq, tk, tv)[0].numpy()
+        best = {name: math.inf for name in contenders}
+        outputs = {}
+        for round_ in range(5 if n <= 4096 else 3):
+            for name, fn in contenders.items():
+                if name == "seed" and n > 8192 and round_:
+                    continue  # 25 s and 8 GiB a run: once is enough
+                start = time.perf_counter()
+                with np.errstate(over="ignore", invalid="ignore"):
+                    outputs[name] = fn()
+                best[name] = min(best[name], time.perf_counter() - start)
+        diff = max(float(np.abs(out - outputs["attn"]).max()) for out in outputs.values())
+        ours, seed, theirs = best["attn"], best["seed"], best.get("torch", math.nan)
         print(f"{n:>6} | {ours:7.3f} | {seed:7.3f} | {theirs:7.3f} | {seed / ours:8.1f}× | "
               f"{theirs / ours:9.1f}× | {diff:.1e}")
-        del seed_out
+        del outputs
 
 
 def peak_memory(n: int, d: int = 64) -> None:
