@@ -8,7 +8,8 @@
    (each runs every contender once, in turn), and the largest difference from
    attn's output.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
-3. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
+3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
+4. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
    against a bare Typer app that imports numpy, median of many runs.
 
 Not part of the test suite; it takes a minute or two. ``--quick`` stops at
@@ -127,6 +128,30 @@ def peak_memory(n: int, d: int = 64) -> None:
               f"({'ok' if ok else 'FAILED'}; the full {n}×{n} float32 weights alone: {n * n * 4 / 2**30:.1f} GiB)")
 
 
+def csv_reading(rows: int, d: int = 64) -> None:
+    """attn's CSV reader against np.loadtxt (numpy's C parser) on the same bytes."""
+    import io
+
+    from attncli.readers import read_matrix
+
+    print(f"\n## Reading a {rows:,} × {d} CSV (float64 written with repr), best of 3, seconds\n")
+    values = np.random.default_rng(0).standard_normal((rows, d))
+    data = ("\n".join(",".join(row) for row in values.astype(str).tolist()) + "\n").encode()
+    contenders = {
+        "attn (read_matrix)": lambda: read_matrix(data, "big.csv").values,
+        "np.loadtxt": lambda: np.loadtxt(io.BytesIO(data), delimiter=",", ndmin=2),
+    }
+    best = {name: math.inf for name in contenders}
+    for _ in range(3):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            result = fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+            assert np.array_equal(result, values), name
+    for name, seconds in best.items():
+        print(f"{name:<20} {seconds:6.2f}   {len(data) / seconds / 2**20:5.0f} MiB/s")
+
+
 def startup(runs: int) -> None:
     print(f"\n## Start-up: median (min) of {runs} runs each, interleaved, milliseconds\n")
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,6 +204,7 @@ def main() -> None:
     machine()
     kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])
     peak_memory(4096 if args.quick else 16384)
+    csv_reading(10_000 if args.quick else 100_000)
     startup(5 if args.quick else 30)
 
 

@@ -69,30 +69,34 @@ def read_delimited_fast(data: bytes, fmt: str, mask: bool) -> Matrix | None:
     loadtxt itself refuses. So both paths give the same arrays and errors.
     """
     import io
+    import warnings
 
     import numpy as np
 
     sep = b"," if fmt == "csv" else b"\t"
-    data = data.removeprefix(b"\xef\xbb\xbf").rstrip(BLANK_BYTES.replace(sep, b""))  # keep a last empty cell
-    if fmt not in ("csv", "tsv") or not data or (fmt == "tsv" and b"," in data):
+    if fmt not in ("csv", "tsv") or (fmt == "tsv" and b"," in data):
         return None
+    if data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
     if data.count(b"\r") != data.count(b"\r\n"):  # a lone \r ends a line for csv
         return None
-    first, _, rest = data.partition(b"\n")
+    first = data[: data.find(b"\n") % (len(data) + 1)]  # the first line (no copy of the rest)
     col_labels = None
     if first.translate(None, NUMBER_BYTES + BLANK_BYTES + sep):  # not a row of numbers: a header?
         col_labels = _header(first, fmt)
-        if col_labels is None or not rest:
+        if col_labels is None:
             return None
-        data = rest
+        data = data[len(first) + 1 :]
     if not first.strip() or data.translate(None, NUMBER_BYTES + BLANK_BYTES + sep):
         return None
     try:
-        values = np.loadtxt(io.BytesIO(data), delimiter=sep.decode(), comments=None, ndmin=2,
-                            dtype=np.float64, encoding="ascii")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # loadtxt only warns on input with no rows
+            values = np.loadtxt(io.BytesIO(data), delimiter=sep.decode(), comments=None, ndmin=2,
+                                dtype=np.float64, encoding="ascii")
     except ValueError:
         return None
-    if col_labels is not None and len(col_labels) != values.shape[1] or first_bad(values, mask):
+    if values.size == 0 or col_labels is not None and len(col_labels) != values.shape[1] or first_bad(values, mask):
         return None
     return Matrix(values, None, col_labels)
 
