@@ -123,10 +123,12 @@ def _result_dtype(*arrays: np.ndarray) -> np.dtype:
 
 
 # Block sizes of the kernel: a query block's logits ([rows, key block]) take
-# about QUERY_BLOCK_BYTES, so max, exp and sum re-read them mostly from cache
-# (measured at n=8192, d=64 on 2 cores: 256 × 8192 float32 blocks beat both
-# smaller ones, more Python overhead, and larger ones). Keys stream in blocks
-# of KEY_BLOCK, so memory is bounded by QUERY_BLOCK_BYTES · workers, not n_q·n_k.
+# about QUERY_BLOCK_BYTES, so that max, exp and sum re-read them from the
+# shared cache rather than memory, while blocks stay large enough for Python's
+# per-block overhead not to count (n=8192, d=64, 2 cores: 256 × 8192 float32
+# was among the fastest of 32-1024 queries × 2048-16384 keys; see
+# benchmarks/README.md). Keys stream in blocks of KEY_BLOCK, so extra memory
+# is about QUERY_BLOCK_BYTES · workers, whatever n_q and n_k.
 QUERY_BLOCK_BYTES = 8 << 20
 KEY_BLOCK = 8192
 MIN_QUERY_BLOCK, MAX_QUERY_BLOCK = 16, 512
@@ -397,10 +399,14 @@ def _map_blocks(fn, blocks: list, workers: int | None, progress) -> None:
         return
     from concurrent.futures import ThreadPoolExecutor
 
-    with _one_blas_thread(), ThreadPoolExecutor(workers) as pool:
-        for done, _ in enumerate(pool.map(fn, blocks), 1):
-            if progress:
-                progress(done, len(blocks))
+    pool = ThreadPoolExecutor(workers)
+    try:
+        with _one_blas_thread():
+            for done, _ in enumerate(pool.map(fn, blocks), 1):
+                if progress:
+                    progress(done, len(blocks))
+    finally:  # on an error or Ctrl-C, drop the blocks not yet started
+        pool.shutdown(cancel_futures=True)
 
 
 def _cores() -> int:
