@@ -82,3 +82,26 @@ def test_writers_stream_in_blocks(monkeypatch):
 def test_no_progress_bar_off_a_terminal():
     with progress_bar("work") as progress:
         assert progress is None
+
+
+def test_progress_bar_on_a_terminal_after_the_delay(monkeypatch):
+    import sys
+
+    from attncli.commands import common
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    monkeypatch.setattr(common, "PROGRESS_AFTER", 0.0)
+    with progress_bar("work") as progress:
+        for done in range(1, 4):
+            progress(done, 3)
+    assert "work" in err.getvalue()
+    monkeypatch.setattr(common, "PROGRESS_AFTER", 3600.0)
+    err.seek(0), err.truncate()
+    with progress_bar("quick") as progress:
+        progress(1, 1)
+    assert err.getvalue() == ""  # work under the delay shows nothing
