@@ -8,7 +8,7 @@ Python API::
 
 numpy is imported on first use, so ``attn --help`` stays fast. The maths
 live in ``attncli.maths`` (not ``attncli.attention``, which would shadow the
-function of that name).
+function of that name) and ``attncli.multihead``.
 """
 
 __version__ = "0.1.0"
@@ -16,10 +16,14 @@ __all__ = ["attention", "attention_steps", "softmax", "causal_mask", "multi_head
 
 
 def __getattr__(name: str):
-    if name in ("attention", "attention_steps", "softmax", "causal_mask", "multi_head_attention"):
+    if name in ("attention", "attention_steps", "softmax", "causal_mask"):
         from attncli import maths
 
         return getattr(maths, name)
+    if name == "multi_head_attention":
+        from attncli.multihead import multi_head_attention
+
+        return multi_head_attention
     if name == "AttnError":
         from attncli.errors import AttnError
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import IO, Any
+from typing import IO, Any, Iterator
 
 
 def number_strings(values: Any) -> Any:
@@ -21,27 +21,49 @@ def number_strings(values: Any) -> Any:
     return values.astype(str)
 
 
+ROWS_PER_WRITE = 4096  # rows turned into text at a time: large outputs stream
+
+
 def to_json(obj: Any) -> str:
     """One line of JSON; numpy arrays become nested lists of numbers."""
+    return "".join(json_parts(obj))
+
+
+def json_parts(obj: Any) -> Iterator[str]:
+    """``to_json`` in pieces, a block of matrix rows at a time, so that a large
+    result is written as it is made instead of being built as one string."""
     import numpy as np
 
-    if isinstance(obj, np.ndarray):
-        if obj.ndim == 0:
-            return str(number_strings(obj))
-        if obj.ndim == 1:
-            return "[" + ",".join(number_strings(obj).tolist()) + "]"
-        return "[" + ",".join(to_json(row) for row in obj) + "]"
-    if isinstance(obj, dict):
-        return "{" + ",".join(f"{json.dumps(str(k))}:{to_json(v)}" for k, v in obj.items()) + "}"
-    if isinstance(obj, (list, tuple)):
-        return "[" + ",".join(to_json(v) for v in obj) + "]"
-    if isinstance(obj, np.generic):
-        return to_json(np.asarray(obj))
-    return json.dumps(obj, allow_nan=False)
+    if isinstance(obj, np.ndarray) and obj.ndim >= 2:
+        yield "["
+        for start in range(0, len(obj), ROWS_PER_WRITE):
+            yield ("," if start else "") + ",".join(to_json(row) for row in obj[start : start + ROWS_PER_WRITE])
+        yield "]"
+    elif isinstance(obj, np.ndarray):
+        yield str(number_strings(obj)) if obj.ndim == 0 else "[" + ",".join(number_strings(obj).tolist()) + "]"
+    elif isinstance(obj, dict):
+        yield "{"
+        for i, (k, v) in enumerate(obj.items()):
+            yield ("," if i else "") + json.dumps(str(k)) + ":"
+            yield from json_parts(v)
+        yield "}"
+    elif isinstance(obj, (list, tuple)):
+        yield "["
+        for i, v in enumerate(obj):
+            if i:
+                yield ","
+            yield from json_parts(v)
+        yield "]"
+    elif isinstance(obj, np.generic):
+        yield from json_parts(np.asarray(obj))
+    else:
+        yield json.dumps(obj, allow_nan=False)
 
 
 def write_json(stream: IO[str], obj: dict) -> None:
-    stream.write(to_json(obj) + "\n")
+    for part in json_parts(obj):
+        stream.write(part)
+    stream.write("\n")
 
 
 def write_delimited(
@@ -56,8 +78,11 @@ def write_delimited(
     writer = csv.writer(stream, delimiter=delimiter, lineterminator="\n")
     if col_labels is not None:
         writer.writerow(([""] if row_labels is not None else []) + list(col_labels))
-    for i, row in enumerate(number_strings(values).tolist()):
-        writer.writerow(([row_labels[i]] if row_labels is not None else []) + row)
+    for start in range(0, len(values), ROWS_PER_WRITE):  # a block of rows at a time
+        rows = number_strings(values[start : start + ROWS_PER_WRITE]).tolist()
+        if row_labels is not None:
+            rows = [[label, *row] for label, row in zip(row_labels[start : start + ROWS_PER_WRITE], rows)]
+        writer.writerows(rows)
 
 
 def write_npy(stream: IO[bytes], values: Any) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Annotated, Any, Optional
@@ -23,6 +24,8 @@ class Format(str, Enum):
     tsv = "tsv"
     npy = "npy"
 
+
+MATRIX_FORMATS = (Format.csv, Format.tsv, Format.npy)  # write one matrix (--emit), not the whole result
 
 FormatOption = Annotated[
     Optional[Format],
@@ -55,6 +58,22 @@ def read_bytes(name: str) -> bytes:
             return f.read()
     except OSError as e:
         raise file_error(name, e) from None
+
+
+def read_matrix_arg(name: str, *, mask: bool = False):
+    """The one matrix in the input named on the command line (``-`` is stdin).
+
+    A float NPY file is memory-mapped rather than read, so a K or V larger
+    than memory can still be streamed through the kernel.
+    """
+    from attncli.readers import detect_format, read_matrix
+    from attncli.readers.arrays import NPY_MAGIC, map_npy, matrix_from_array
+
+    if name != STDIN and detect_format(name, NPY_MAGIC) == "npy":
+        mapped = map_npy(name, name)
+        if mapped is not None:
+            return matrix_from_array(mapped, name, "", mask)
+    return read_matrix(read_bytes(name), source_name(name), mask=mask)
 
 
 def source_name(name: str) -> str:
@@ -210,3 +229,36 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+PROGRESS_AFTER = 1.0  # seconds of work before a progress bar appears
+
+
+@contextmanager
+def progress_bar(label: str):
+    """A ``progress(done, total)`` callback that shows a Rich bar on stderr once
+    the work has taken more than a second; None when stderr is not a terminal
+    (pipes, CI, tests), so no work is done for it."""
+    if not sys.stderr.isatty():
+        yield None
+        return
+    import time
+
+    start, bar = time.monotonic(), {}
+
+    def progress(done: int, total: int) -> None:
+        if not bar and time.monotonic() - start > PROGRESS_AFTER:
+            from rich.console import Console
+            from rich.progress import Progress
+
+            bar["progress"] = Progress(console=Console(stderr=True), transient=True)
+            bar["progress"].start()
+            bar["task"] = bar["progress"].add_task(label, total=total)
+        if bar:
+            bar["progress"].update(bar["task"], completed=done)
+
+    try:
+        yield progress
+    finally:
+        if bar:
+            bar["progress"].stop()

@@ -8,8 +8,8 @@ from typing import Annotated, Optional
 import typer
 
 from attncli.commands.common import (
-    Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption,
-    check_stdin_once, emit, read_bytes, source_name,
+    Emitted, FormatOption, HtmlOption, MATRIX_FORMATS, PrecisionOption, Result, SvgOption,
+    check_stdin_once, choose_format, emit, progress_bar, read_bytes, read_matrix_arg, source_name,
 )
 from attncli.errors import AttnError, UsageError
 
@@ -96,6 +96,10 @@ def run(
     """
     problem = load_problem(files, mask)
     options = settings(scale, temperature, similarity, causal, causal_align)
+    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
+        # Only the output is written: the blocked kernel never holds the weights.
+        emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, **options))}), fmt)
+        return
     steps = compute(problem, **options)
     result = run_result(problem, steps, precision, options)
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
@@ -137,7 +141,7 @@ class Problem:
 
 def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
     """Read one bundle or three files, and the mask."""
-    from attncli.readers import read_bundle, read_matrix
+    from attncli.readers import read_bundle
 
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
@@ -155,9 +159,9 @@ def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
         q, k, v = entries["q"], entries["k"], entries["v"]
         mask, meta = entries.get("mask"), bundle.meta
     else:
-        q, k, v = (read_matrix(read_bytes(f), source_name(f)) for f in files)
+        q, k, v = (read_matrix_arg(f) for f in files)
     if mask_file is not None:
-        mask = read_matrix(read_bytes(mask_file), source_name(mask_file), mask=True)
+        mask = read_matrix_arg(mask_file, mask=True)
     return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None), meta)
 
 
@@ -183,6 +187,22 @@ def compute(problem: Problem, **options):
     )
 
 
+def compute_output(problem: Problem, **options):
+    """The output alone, from the blocked kernel, with a progress bar on a terminal."""
+    from attncli.maths import attention_blocked
+
+    with progress_bar("attention") as progress:
+        return attention_blocked(
+            problem.q.values, problem.k.values, problem.v.values,
+            mask=None if problem.mask is None else problem.mask.values, progress=progress, **options,
+        )
+
+
+def output_matrix(problem: Problem, output) -> Emitted:
+    """The output as --emit writes it: rows named as the queries, columns as V's."""
+    return Emitted(output, problem.q.row_labels, problem.v.col_labels)
+
+
 def describe(steps, d_k: int, options: dict) -> str:
     """'scale 1/√3 = 0.5774' and the other settings in force, for the header."""
     if options.get("scale") is not None:
@@ -202,10 +222,6 @@ def describe(steps, d_k: int, options: dict) -> str:
 
 def run_result(problem: Problem, steps, precision: int, options: dict) -> Result:
     """JSON, table view and emittable matrices of one attention run."""
-    from rich.text import Text
-
-    from attncli.render import heatmap, number_table, stack
-
     q, k, v = problem.q, problem.k, problem.v
     n_q, d_k = q.shape
     n_k, d_v = v.shape
@@ -222,22 +238,29 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
         "shapes": {"q": [n_q, d_k], "k": [n_k, d_k], "v": [n_k, d_v]},
         **colour_data(problem, steps),
     }
-    header = Text.assemble(
-        ("attention ", "bold"),
-        f"Q {n_q}×{d_k} · K {n_k}×{d_k} · V {n_k}×{d_v} → output {n_q}×{d_v}\n",
-        describe(steps, d_k, options),
-    )
-    rows, _, key_headers = shown_labels(problem)
-    view = stack(
-        header,
-        heatmap(steps.weights, rows, key_headers, precision=precision,
-                title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed),
-        number_table(steps.output, rows, problem.columns, precision=precision,
-                     title="output = weights · V"),
-        readings(problem, steps, precision),
-    )
+
+    def view():  # Rich is imported only when a table or picture is shown
+        from rich.text import Text
+
+        from attncli.render import heatmap, number_table, stack
+
+        header = Text.assemble(
+            ("attention ", "bold"),
+            f"Q {n_q}×{d_k} · K {n_k}×{d_k} · V {n_k}×{d_v} → output {n_q}×{d_v}\n",
+            describe(steps, d_k, options),
+        )
+        rows, _, key_headers = shown_labels(problem)
+        return stack(
+            header,
+            heatmap(steps.weights, rows, key_headers, precision=precision,
+                    title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed),
+            number_table(steps.output, rows, problem.columns, precision=precision,
+                         title="output = weights · V"),
+            readings(problem, steps, precision),
+        )
+
     matrices = {
-        "output": Emitted(steps.output, q.row_labels, v.col_labels),
+        "output": output_matrix(problem, steps.output),
         "weights": Emitted(steps.weights, q.row_labels, k.row_labels or v.row_labels),
     }
     return Result(data, view, matrices)

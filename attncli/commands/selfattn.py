@@ -282,7 +282,7 @@ def _sentence_matrix(text: str, table):
 def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: Optional[int],
                  d_out: Optional[int], causal) -> tuple[Any, list[str]]:
     """Draw the missing W_Q, W_K, W_V and run the multi-head maths -> (steps, names drawn)."""
-    from attncli.maths import multi_head_attention_steps, random_projection
+    from attncli.multihead import multi_head_attention_steps, random_projection
 
     x = problem.x.values
     z = x if problem.z is None else problem.z.values

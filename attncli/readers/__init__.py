@@ -13,7 +13,7 @@ import re
 from attncli.errors import AttnError
 from attncli.readers.arrays import NPY_MAGIC, load_npy, matrix_from_array, read_npz
 from attncli.readers.base import Bundle, Matrix, decode_text
-from attncli.readers.text import read_delimited
+from attncli.readers.text import read_delimited, read_delimited_fast
 from attncli.readers.trees import (
     MAX_TREE_ELEMENTS,
     Scalar,
@@ -71,7 +71,7 @@ def read_matrix(data: bytes, source: str, fmt: str | None = None, *, mask: bool 
         return next(iter(bundle.matrices.values()))
     if fmt in ("yaml", "json"):
         return matrix_from_tree(load_tree(data, source, fmt), source, "", mask)
-    return read_delimited(decode_text(data, source), source, fmt, mask)
+    return read_delimited_fast(data, fmt, mask) or read_delimited(decode_text(data, source), source, fmt, mask)
 
 
 def read_bundle(data: bytes, source: str, fmt: str | None = None) -> Bundle:

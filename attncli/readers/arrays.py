@@ -35,6 +35,26 @@ def unreadable(e: Exception, source: str, what: str) -> AttnError:
     return AttnError(f"{what} ({detail})", source=source)
 
 
+def map_npy(path: str, source: str):
+    """A float NPY file memory-mapped (read-only), or None to read it as bytes.
+
+    Mapping keeps a K or V larger than memory on disk: the kernel reads it one
+    block at a time. Only plain float arrays are mapped; anything else (object
+    arrays, damaged files, other dtypes) returns None, so that ``load_npy``
+    reports it with the usual message.
+    """
+    import numpy as np
+
+    try:
+        with open(path, "rb") as f:
+            if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
+                return None
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError, EOFError, SyntaxError):
+        return None
+    return array if isinstance(array, np.memmap) and array.dtype.kind == "f" else None
+
+
 def read_npz(data: bytes, source: str, mask: bool = False, mask_names: set[str] = frozenset()) -> Bundle:
     import numpy as np
 

@@ -53,17 +53,23 @@ def plural(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+CHECK_BLOCK = 1 << 20  # cells checked at a time for NaN/inf
+
+
 def first_bad(values: Any, mask: bool) -> tuple[int, int] | None:
     """(row, col) of the first NaN/inf (a mask may hold -inf), or None."""
     import numpy as np
 
     if values.dtype == bool:
         return None
-    bad = np.isnan(values) | (np.isposinf(values) if mask else np.isinf(values))
-    if not bad.any():
-        return None
-    i, j = np.argwhere(bad)[0]
-    return int(i), int(j)
+    step = max(1, CHECK_BLOCK // max(1, values.shape[1]))
+    for start in range(0, values.shape[0], step):  # in blocks: a mapped file is never read whole
+        block = values[start : start + step]
+        bad = np.isnan(block) | (np.isposinf(block) if mask else np.isinf(block))
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            return start + int(i), int(j)
+    return None
 
 
 def not_finite(value: float, mask: bool) -> str:

@@ -1,0 +1,212 @@
+"""attn's performance, side by side, in one run: ``python benchmarks/run.py``.
+
+1. The kernel, output only, float32, d = 64, n_q = n_k = n: attn's blocked
+   kernel (``attention_blocked``) against the seeds' numpy code
+   (``softmax(Q @ K.T / np.sqrt(d_k)) @ V`` with seed 000's softmax, no max
+   subtracted) and, when torch is installed (``pip install -e '.[bench]'``),
+   torch's ``scaled_dot_product_attention`` on the CPU. Best of a few rounds
+   (each runs every contender once, in turn), and the largest difference from
+   attn's output.
+2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
+3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
+4. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
+   against a bare Typer app that imports numpy, median of many runs.
+
+Not part of the test suite; it takes a minute or two. ``--quick`` stops at
+n = 4096 and runs fewer start-ups.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from attncli.maths import attention_blocked  # noqa: E402  (after the path is set)
+
+BARE_APP = """\
+import numpy
+import typer
+
+app = typer.Typer()
+
+
+@app.command()
+def main(name: str = "world"):
+    print(name)
+
+
+app()
+"""
+
+PEAK_OF_CHILD = """\
+import resource, subprocess, sys
+with open(sys.argv[1], "wb") as out:
+    subprocess.run(sys.argv[2:], stdout=out, check=True)
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # KiB on Linux
+"""
+
+
+def seed_attention(q, k, v):
+    """The seeds' code, as a reader would copy it (seed 000's softmax)."""
+
+    def softmax(x):
+        e = np.exp(x)
+        return e / e.sum(axis=-1, keepdims=True)
+
+    d_k = k.shape[-1]
+    return softmax(q @ k.T / np.sqrt(d_k)) @ v
+
+
+def kernels(sizes: list[int], d: int = 64) -> None:
+    """Each contender once per round, in turn, so that all meet the same
+    machine state (the seed's code allocates n×n float64 arrays, and its
+    time depends on whether the memory was just freed); best of the rounds."""
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        torch = None
+    print(f"\n## Kernel: output only, float32, d = {d} (best of several interleaved runs, seconds)\n")
+    print(f"{'n':>6} | {'attn':>7} | {'seed':>7} | {'torch':>7} | {'seed/attn':>9} | {'torch/attn':>10} | max |diff|")
+    print("-" * 80)
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
+        contenders = {"attn": lambda: attention_blocked(q, k, v), "seed": lambda: seed_attention(q, k, v)}
+        if torch is not None:
+            tq, tk, tv = (torch.from_numpy(m)[None] for m in (q, k, v))
+            contenders["torch"] = lambda: F.scaled_dot_product_attention(tq, tk, tv)[0].numpy()
+        best = {name: math.inf for name in contenders}
+        outputs = {}
+        for round_ in range(5 if n <= 4096 else 3):
+            for name, fn in contenders.items():
+                if name == "seed" and n > 8192 and round_:
+                    continue  # 25 s and 8 GiB a run: once is enough
+                start = time.perf_counter()
+                with np.errstate(over="ignore", invalid="ignore"):
+                    outputs[name] = fn()
+                best[name] = min(best[name], time.perf_counter() - start)
+        diff = max(float(np.abs(out - outputs["attn"]).max()) for out in outputs.values())
+        ours, seed, theirs = best["attn"], best["seed"], best.get("torch", math.nan)
+        print(f"{n:>6} | {ours:7.3f} | {seed:7.3f} | {theirs:7.3f} | {seed / ours:8.1f}× | "
+              f"{theirs / ours:9.1f}× | {diff:.1e}")
+        del outputs
+
+
+def peak_memory(n: int, d: int = 64) -> None:
+    print(f"\n## Peak memory: attn run Q K V (.npy, float32, {n}×{d}) -f npy (--emit output)\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        rng = np.random.default_rng(0)
+        files = []
+        for name in "qkv":
+            files.append(os.path.join(tmp, f"{name}.npy"))
+            np.save(files[-1], rng.standard_normal((n, d), dtype=np.float32))
+        out = os.path.join(tmp, "out.npy")
+        start = time.perf_counter()
+        # A forked child's max RSS counts the parent's pages before exec, so a
+        # small Python process (no numpy) starts attn and reads its peak.
+        measured = subprocess.run(
+            [sys.executable, "-c", PEAK_OF_CHILD, out, sys.executable, "-m", "attncli", "run", *files, "-f", "npy"],
+            cwd=ROOT, env=_env(), capture_output=True, text=True, check=True,
+        )
+        elapsed = time.perf_counter() - start
+        ok = np.load(out).shape == (n, d)
+        print(f"max RSS {int(measured.stdout) / 1024:.0f} MiB in {elapsed:.2f} s "
+              f"({'ok' if ok else 'FAILED'}; the full {n}×{n} float32 weights alone: {n * n * 4 / 2**30:.1f} GiB)")
+
+
+def csv_reading(rows: int, d: int = 64) -> None:
+    """attn's CSV reader against np.loadtxt (numpy's C parser) on the same bytes."""
+    import io
+
+    from attncli.readers import read_matrix
+
+    print(f"\n## Reading a {rows:,} × {d} CSV (float64 written with repr), best of 3, seconds\n")
+    values = np.random.default_rng(0).standard_normal((rows, d))
+    data = ("\n".join(",".join(row) for row in values.astype(str).tolist()) + "\n").encode()
+    contenders = {
+        "attn (read_matrix)": lambda: read_matrix(data, "big.csv").values,
+        "np.loadtxt": lambda: np.loadtxt(io.BytesIO(data), delimiter=",", ndmin=2),
+    }
+    best = {name: math.inf for name in contenders}
+    for _ in range(3):
+        for name, fn in contenders.items():
+            start = time.perf_counter()
+            result = fn()
+            best[name] = min(best[name], time.perf_counter() - start)
+            assert np.array_equal(result, values), name
+    for name, seconds in best.items():
+        print(f"{name:<20} {seconds:6.2f}   {len(data) / seconds / 2**20:5.0f} MiB/s")
+
+
+def startup(runs: int) -> None:
+    print(f"\n## Start-up: median (min) of {runs} runs each, interleaved, milliseconds\n")
+    with tempfile.TemporaryDirectory() as tmp:
+        bare = os.path.join(tmp, "bare.py")
+        Path(bare).write_text(BARE_APP)
+        commands = {
+            "bare Typer + numpy app --help": [sys.executable, bare, "--help"],
+            "attn --help": [sys.executable, "-m", "attncli", "--help"],
+            "attn run samples/colors.yaml --format json":
+                [sys.executable, "-m", "attncli", "run", "samples/colors.yaml", "--format", "json"],
+        }
+        times: dict[str, list[float]] = {name: [] for name in commands}
+        for _ in range(runs):
+            for name, command in commands.items():
+                start = time.perf_counter()
+                subprocess.run(command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, check=True)
+                times[name].append(time.perf_counter() - start)
+        floor = statistics.median(times["bare Typer + numpy app --help"])
+        for name, ts in times.items():
+            median = statistics.median(ts)
+            print(f"{name:<45} {median * 1000:6.0f} ({min(ts) * 1000:4.0f})   {median / floor:.2f}× the bare app")
+
+
+def _env() -> dict:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop("COLUMNS", None)
+    return env
+
+
+def machine() -> None:
+    print("# attn benchmarks")
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    try:
+        import torch
+
+        torch_version = f"torch {torch.__version__} ({torch.get_num_threads()} threads)"
+    except ImportError:
+        torch_version = "torch not installed"
+    blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    print(f"\n{cpu}, {len(os.sched_getaffinity(0))} cores; Python {platform.python_version()}, "
+          f"numpy {np.__version__} ({blas.get('name')} {blas.get('version')}), {torch_version}; "
+          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="n up to 4096, fewer start-up runs")
+    args = parser.parse_args()
+    machine()
+    kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])
+    peak_memory(4096 if args.quick else 16384)
+    csv_reading(10_000 if args.quick else 100_000)
+    startup(5 if args.quick else 30)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,130 @@
+"""The blocked kernel (``attention_blocked``, ``attention(need_weights=False)``)
+gives the simple path's numbers for every option, whatever the block sizes,
+with keys streamed through the online softmax."""
+
+import numpy as np
+import pytest
+
+from attncli import attention, attention_steps
+from attncli.errors import AttnError
+from attncli.maths import attention_blocked
+
+# (n_q, n_k, query_block, key_block): blocks that do and do not divide n.
+SHAPES = [(1, 1, 1, 1), (7, 5, 3, 2), (16, 16, 4, 8), (13, 29, 5, 7), (29, 13, 8, 4), (40, 33, 40, 33)]
+
+
+def problem(n_q, n_k, dtype, seed=0, d_k=6, d_v=3):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal((n_q, d_k)).astype(dtype), rng.standard_normal((n_k, d_k)).astype(dtype),
+            rng.standard_normal((n_k, d_v)).astype(dtype))
+
+
+def options(kind, n_q, n_k, rng):
+    """Every option of attention_steps, one kind at a time."""
+    if kind == "bool mask":
+        return {"mask": rng.random((n_q, n_k)) < 0.6}
+    if kind == "row mask":  # 1×n_k, broadcast to every query
+        return {"mask": (rng.random((1, n_k)) < 0.6).astype(float)}
+    if kind == "additive mask":
+        bias = rng.standard_normal((n_q, n_k))
+        bias[rng.random((n_q, n_k)) < 0.3] = -np.inf
+        return {"mask": bias}
+    if kind == "fully masked rows":
+        allowed = rng.random((n_q, n_k)) < 0.5
+        allowed[::2] = False
+        return {"mask": allowed}
+    return {
+        "plain": {}, "causal": {"causal": True}, "bottom-right": {"causal": "bottom-right"},
+        "cosine": {"similarity": "cosine"}, "scale+temperature": {"scale": 0.3, "temperature": 1.7},
+        "all": {"causal": "bottom-right", "similarity": "cosine", "temperature": 0.5,
+                "mask": rng.standard_normal((1, n_k))},
+    }[kind]
+
+
+KINDS = ["plain", "causal", "bottom-right", "cosine", "scale+temperature", "bool mask", "row mask",
+         "additive mask", "fully masked rows", "all"]
+
+
+@pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("n_q, n_k, query_block, key_block", SHAPES)
+def test_blocked_equals_simple_path(n_q, n_k, query_block, key_block, kind, dtype, tol):
+    q, k, v = problem(n_q, n_k, dtype)
+    opts = options(kind, n_q, n_k, np.random.default_rng(n_q * n_k))
+    expected = attention_steps(q, k, v, **opts).output
+    for workers in (1, 2):
+        out = attention_blocked(q, k, v, query_block=query_block, key_block=key_block, workers=workers, **opts)
+        assert out.dtype == dtype
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
+def test_fully_masked_rows_give_zeros_when_streamed():
+    q, k, v = problem(4, 9, np.float64)
+    allowed = np.ones((4, 9), bool)
+    allowed[1] = False
+    allowed[2, :7] = False  # only the last key block has keys for this query
+    out = attention_blocked(q, k, v, mask=allowed, query_block=2, key_block=3)
+    assert out[1].tolist() == [0, 0, 0]
+    np.testing.assert_allclose(out, attention_steps(q, k, v, mask=allowed).output, rtol=1e-12)
+
+
+def test_online_softmax_keeps_large_logits_stable():
+    # Each key block has a much larger max than the one before: the running
+    # sums must be rescaled, never overflow.
+    q = np.ones((2, 1))
+    k = np.arange(12.0)[:, None] * 60
+    v = np.random.default_rng(1).standard_normal((12, 2))
+    out = attention_blocked(q, k, v, key_block=4, scale=1.0)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, scale=1.0).output, rtol=1e-12)
+    assert np.isfinite(out).all()
+
+
+def test_default_blocks_and_threads_on_a_bigger_problem():
+    q, k, v = problem(700, 9000, np.float32, d_k=16, d_v=4)  # two key blocks, several query blocks
+    out, weights = attention(q, k, v, need_weights=False, causal=True)
+    assert weights is None
+    np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=1e-5, atol=1e-6)
+
+
+def test_batched_inputs_match():
+    rng = np.random.default_rng(3)
+    q, k, v = rng.standard_normal((2, 9, 4)), rng.standard_normal((2, 7, 4)), rng.standard_normal((2, 7, 3))
+    out = attention_blocked(q, k, v, query_block=4, key_block=3, causal=True)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=1e-12)
+
+
+def test_single_query_and_scalar_values_without_weights():
+    q, k, v = problem(1, 5, np.float64)
+    out, w = attention(q[0], k, v[:, 0], need_weights=False)
+    assert w is None
+    assert out == pytest.approx(attention(q[0], k, v[:, 0])[0])
+
+
+@pytest.mark.parametrize("which", ["q", "v"])
+def test_overflow_is_the_same_error(which):
+    q, k, v = problem(5, 6, np.float32)
+    if which == "q":
+        q[3] = 3e38
+        message = "attention scores overflow"
+    else:
+        v[:] = 3e38
+        message = "the output overflows"
+    for run in (lambda: attention_steps(q, k, v), lambda: attention_blocked(q, k, v, query_block=2, key_block=4)):
+        with pytest.raises(AttnError, match=message):
+            run()
+
+
+def test_progress_is_reported_per_query_block():
+    q, k, v = problem(10, 4, np.float64)
+    seen = []
+    attention_blocked(q, k, v, query_block=3, workers=2, progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(1, 4), (2, 4), (3, 4), (4, 4)]
+
+
+def test_memory_mapped_inputs_stay_mapped_and_agree(tmp_path):
+    q, k, v = problem(20, 30, np.float32)
+    for name, m in (("q", q), ("k", k), ("v", v)):
+        np.save(tmp_path / f"{name}.npy", m)
+    mapped = [np.load(tmp_path / f"{n}.npy", mmap_mode="r") for n in "qkv"]
+    out = attention_blocked(*mapped, query_block=7, key_block=8, causal=True)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=2e-6, atol=2e-6)
