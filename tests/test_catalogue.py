@@ -87,7 +87,8 @@ CATALOGUE = [
      "{d}/b.yaml:1: the tag tag:yaml.org,2002:python/object/apply:os.system is not allowed "
      "(attn reads plain YAML: numbers, lists and mappings)"),
     ("YAML alias bomb", {"b.yaml": BOMB}, ["run", "{d}/b.yaml"], 1,
-     "{d}/b.yaml:7: expands to more than 10,000,000 elements (YAML aliases repeat whole subtrees; write the numbers out)"),
+     "{d}/b.yaml:7: expands to more than 10,000,000 elements (YAML aliases repeat whole subtrees; "
+     "write the numbers out, or set ATTN_MAX_YAML_NODES to raise the limit)"),
     ("YAML syntax", {"q.yaml": "- [1, 2\n"}, ["run", "{d}/q.yaml", *KV], 1,
      "{d}/q.yaml:2: invalid YAML: did not find expected ',' or ']' (column 1)"),
     ("JSON syntax", {"q.json": "[[1, 2],\n [3 4]]"}, ["run", "{d}/q.json", *KV], 1,

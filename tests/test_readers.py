@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 from attncli.errors import AttnError
-from attncli.readers import MAX_TREE_ELEMENTS, read_bundle, read_matrix, sniff
+from attncli.limits import TREE_NODES
+from attncli.readers import read_bundle, read_matrix, sniff
 
 
 def npy_bytes(array) -> bytes:
@@ -225,7 +226,7 @@ def test_alias_bomb_is_refused_quickly():
     for i in range(1, 10):
         prev, name = chr(96 + i), chr(97 + i)
         lines.append(f"{name}: &{name} [{', '.join(['*' + prev] * 10)}]".encode())
-    with pytest.raises(AttnError, match=f"expands to more than {MAX_TREE_ELEMENTS:,} elements"):
+    with pytest.raises(AttnError, match=f"expands to more than {TREE_NODES.default:,} elements"):
         read_bundle(b"\n".join(lines), "bomb.yaml")
 
 

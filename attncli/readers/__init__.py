@@ -11,18 +11,18 @@ from __future__ import annotations
 import re
 
 from attncli.errors import AttnError
+from attncli.limits import check_text
 from attncli.readers.arrays import NPY_MAGIC, load_npy, matrix_from_array, read_npz
 from attncli.readers.base import Bundle, Matrix, decode_text
 from attncli.readers.text import read_delimited, read_delimited_fast
 from attncli.readers.trees import (
-    MAX_TREE_ELEMENTS,
     Scalar,
     line_of,
     load_tree,
     matrix_from_tree,
 )
 
-__all__ = ["Bundle", "Matrix", "MAX_TREE_ELEMENTS", "detect_format", "read_bundle", "read_matrix", "sniff"]
+__all__ = ["Bundle", "Matrix", "detect_format", "read_bundle", "read_matrix", "sniff"]
 
 FORMATS = ("csv", "tsv", "txt", "npy", "npz", "yaml", "json")
 EXTENSIONS = {
@@ -69,6 +69,7 @@ def read_matrix(data: bytes, source: str, fmt: str | None = None, *, mask: bool 
             raise AttnError(f"holds several arrays ({names}), expected one matrix", source=source,
                             hint="pass it as the only file to read it as a bundle")
         return next(iter(bundle.matrices.values()))
+    check_text(data, fmt, source)
     if fmt in ("yaml", "json"):
         return matrix_from_tree(load_tree(data, source, fmt), source, "", mask)
     return read_delimited_fast(data, fmt, mask) or read_delimited(decode_text(data, source), source, fmt, mask)
@@ -88,6 +89,7 @@ def read_bundle(data: bytes, source: str, fmt: str | None = None) -> Bundle:
     if fmt not in ("yaml", "json"):
         raise AttnError(f"a {fmt.upper()} file holds one matrix, not a bundle", source=source,
                         hint="give three files Q K V, or one YAML/JSON/NPZ bundle with q, k and v")
+    check_text(data, fmt, source)
     tree = load_tree(data, source, fmt)
     if not isinstance(tree, dict):
         raise AttnError("a bundle must be a mapping of names to matrices (q:, k:, v:)",

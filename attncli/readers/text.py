@@ -6,6 +6,7 @@ import csv
 import io
 
 from attncli.errors import AttnError
+from attncli.limits import LINE
 from attncli.readers.base import Matrix, first_bad, not_finite, parse_number, plural
 
 
@@ -122,6 +123,7 @@ def _split_lines(text: str, fmt: str, source: str):
         for n, line in enumerate(text.splitlines(), 1):
             yield n, line.split()
         return
+    csv.field_size_limit(LINE.value())  # a cell can be as long as a line may be
     reader = csv.reader(io.StringIO(text), delimiter="\t" if fmt == "tsv" else ",", strict=True)
     start = 1
     try:

@@ -7,6 +7,7 @@ import json
 from typing import Any, Callable
 
 from attncli.errors import AttnError
+from attncli.limits import TREE_NODES
 from attncli.readers.base import (
     Matrix,
     checked_labels,
@@ -17,7 +18,6 @@ from attncli.readers.base import (
     plural,
 )
 
-MAX_TREE_ELEMENTS = 10_000_000  # YAML/JSON numbers and lists, after aliases expand
 MAX_DEPTH = 8  # a bundle of labelled matrices is at most 4 deep
 SPEC_KEYS = {"rows", "labels", "columns", "divide"}
 
@@ -98,7 +98,7 @@ class _YamlTree:
     """YAML nodes -> _Seq/_Map/Scalar, refusing tags, cycles and alias bombs.
 
     An alias reuses its anchor's node, so a tiny file can describe a huge tree;
-    sizes are counted per distinct node and refused past MAX_TREE_ELEMENTS
+    sizes are counted per distinct node and refused past the TREE_NODES limit
     before anything is expanded.
     """
 
@@ -109,6 +109,7 @@ class _YamlTree:
     def __init__(self) -> None:
         self.done: dict[int, tuple[Any, int]] = {}
         self.open: set[int] = set()
+        self.limit = TREE_NODES.value()
 
     def convert(self, node: Any, depth: int) -> Any:
         return self._convert(node, depth)[0]
@@ -147,9 +148,10 @@ class _YamlTree:
                 size += n
         if isinstance(result, (_Seq, _Map)):
             result.line = line
-        if size > MAX_TREE_ELEMENTS:
-            raise AttnError(f"expands to more than {MAX_TREE_ELEMENTS:,} elements", line=line,
-                            hint="YAML aliases repeat whole subtrees; write the numbers out")
+        if size > self.limit:
+            raise AttnError(f"expands to more than {self.limit:,} elements", line=line,
+                            hint=f"YAML aliases repeat whole subtrees; write the numbers out, "
+                                 f"or set {TREE_NODES.variable} to raise the limit")
         self.open.discard(key)
         self.done[key] = (result, size)
         return result, size

@@ -1,0 +1,81 @@
+"""The largest text inputs attn accepts by default, and how to raise them.
+
+Text is parsed in Python structures that cost far more memory than the
+numbers they hold, and a few YAML aliases can describe a huge tree; so text
+inputs are measured cheaply *before* parsing and refused past a limit, with
+an error that names the environment variable raising it for one command:
+
+    ATTN_MAX_ELEMENTS=500000000 attn run big.csv k.csv v.csv
+
+Binary NPY/NPZ inputs are not limited: they are memory-mapped or read as
+they are.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from attncli.errors import AttnError, UsageError
+
+
+@dataclass(frozen=True)
+class Limit:
+    variable: str  # the environment variable that raises (or lowers) it
+    default: int
+    unit: str  # what is counted, for the message
+
+    def value(self) -> int:
+        raw = os.environ.get(self.variable)
+        if raw is None:
+            return self.default
+        try:
+            value = int(raw.replace("_", ""))
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise UsageError(f"{self.variable}={raw!r} is not a positive whole number")
+        return value
+
+    def check(self, amount: int, source: str | None = None, line: int | None = None, about: bool = False) -> None:
+        """Refuse ``amount`` past the limit, naming the variable that raises it."""
+        limit = self.value()
+        if amount > limit:
+            counted = f"{'about ' if about else ''}{amount:,} {self.unit}"
+            raise AttnError(f"has {counted}, more than the limit of {limit:,}", source=source, line=line,
+                            hint=f"set {self.variable} to raise it")
+
+
+ELEMENTS = Limit("ATTN_MAX_ELEMENTS", 100_000_000, "values")  # one file of CSV/TSV/text/YAML/JSON
+TREE_NODES = Limit("ATTN_MAX_YAML_NODES", 10_000_000, "YAML/JSON elements")  # after aliases expand
+LINE = Limit("ATTN_MAX_LINE", 10_000_000, "characters in one line")  # CSV/TSV/text
+
+SEPARATORS = {"csv": b",", "tsv": b"\t", "txt": b" ", "json": b",", "yaml": b","}
+
+
+def check_text(data: bytes, fmt: str, source: str) -> None:
+    """Estimate, at C speed, how many numbers (and how long a line) a text
+    input holds, and refuse it before parsing when that is past a limit.
+
+    The count is one per separator and one per line, labels and header
+    included: an upper bound, close for CSV/TSV, loose for text with runs of
+    spaces and for YAML/JSON.
+    """
+    lines = data.count(b"\n") + 1
+    cells = data.count(SEPARATORS[fmt]) + lines + (data.count(b"\t") if fmt == "txt" else 0)
+    ELEMENTS.check(cells, source, about=True)
+    if fmt in ("yaml", "json"):
+        TREE_NODES.check(cells, source, about=True)
+    elif len(data) > LINE.value():
+        _check_lines(data, source)
+
+
+def _check_lines(data: bytes, source: str) -> None:
+    """The longest line, found without copying the data: one find per line."""
+    limit, start, number = LINE.value(), 0, 1
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        if end - start > limit:
+            LINE.check(end - start, source, line=number)
+        start, number = end + 1, number + 1
