@@ -97,3 +97,17 @@ def test_failed_rename_is_an_error_and_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(AttnError, match="cannot write: No space left on device"):
         common.write_atomically(str(tmp_path / "v.html"), "<html/>")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("args, shown", [
+    (["lookup", "fruit", "--keys", "apple,banana,chair", "--values", "10,5,2"], ("query fruit", "banana", "weighted sum")),
+    (["self", "the pink elephant", "--heads", "2", "--d-attn", "4"], ("head 0 of 2", "elephant", "output")),
+])
+def test_pictures_from_lookup_and_self(attn, tmp_path, args, shown):
+    svg = tmp_path / "v.svg"
+    result = attn(*args, "--svg", svg)
+    assert result.exit_code == 0, result.output
+    json.loads(result.stdout)  # stdout still gets the JSON
+    text = svg_text(svg)
+    for piece in shown:
+        assert piece in text, piece
