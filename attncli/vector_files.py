@@ -212,8 +212,9 @@ def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> Word
             if dim is None:  # GloVe: the first line fixes the dimension
                 dim = _count_numbers(parts)
                 if dim == 0:
-                    raise AttnError(f"no numbers after the word {parts[0][:40]!r}", source=source, line=lineno,
-                                    hint=hint)
+                    problem = (f"{parts[-1][:40]!r} is not a number" if len(parts) > 1
+                               else f"no numbers after the word {parts[0][:40]!r}")
+                    raise AttnError(problem, source=source, line=lineno, hint=hint)
             if len(parts) < dim + 1 or (len(parts) > dim + 1 and _is_number(parts[-dim - 1])):
                 found = len(parts) - 1 if len(parts) < dim + 1 else _count_numbers(parts)
                 raise AttnError(f"expected {_numbers(dim)} after the word, found {found}", source=source,

@@ -163,6 +163,8 @@ CATALOGUE = [
      f"{{d}}/v.txt: empty file, no word vectors {VECTORS_HINT}"),
     ("NaN in vectors", {"v.txt": "fruit 1 nan\napple 1 2\n"}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"],
      1, "{d}/v.txt:1: 'fruit' has a non-finite value (nan)"),
+    ("text in vectors", {"v.txt": "fruit 1 x\n"}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"], 1,
+     f"{{d}}/v.txt:1: 'x' is not a number {VECTORS_HINT}"),
     ("missing vectors", {}, ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/nope.txt"], 1, "{d}/nope.txt: no such file"),
     # ---------------------------------------------------------------- self
     ("heads do not divide d_attn", {"x.csv": "1,2,3,4\n5,6,7,8\n"}, ["self", "{d}/x.csv", "--heads", "3"], 1,
