@@ -403,3 +403,23 @@ def test_minilm_vocab_txt_tokenizes_as_tokenizer_json(tmp_path, minilm):
         (tmp_path / name).symlink_to(MINILM / name)
     text = "Héllo, the PINK elephant's 3 trunks!"
     assert trace(load_model(tmp_path), text).tokens == trace(minilm, text).tokens
+
+
+# --- attn lookup --model: sentence embeddings as the vectors ---------------------------
+
+
+def test_lookup_with_a_model_uses_its_sentence_embeddings(attn, tiny):
+    out = attn.json("lookup", "the car", "--keys", "the,car", "-m", tiny)
+    e = sentence_embeddings(load_model(tiny), ["the car", "the", "car"])
+    np.testing.assert_allclose(out["scores"], [e[0] @ e[1:].T], atol=1e-6)
+    assert out["vectors"]["words"] is None and out["vectors"]["dim"] == e.shape[1]
+    assert attn.fails("lookup", "car", "--keys", "the", "-m", tiny, "--vectors", "v.txt", code=2) == \
+        "give --model or --vectors, not both"
+
+
+@needs_minilm
+def test_lookup_with_minilm_gives_its_cosines(attn):
+    out = attn.json("lookup", "fruit", "--keys", "apple,banana,chair", "--model", MINILM)
+    np.testing.assert_allclose(out["scores"], [REF_ONE_WORD_COSINES], atol=1e-4)
+    out = attn.json("lookup", "a sweet yellow fruit", "--keys", "apple,banana,chair", "--model", MINILM)
+    np.testing.assert_allclose(out["scores"], [REF_FRUIT_COSINES], atol=1e-4)

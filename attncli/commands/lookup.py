@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from dataclasses import dataclass
+from typing import Annotated, Any, Callable, Optional
 
 import typer
 
@@ -22,6 +23,7 @@ Examples:
   attn lookup "tropical fruit" --keys apple,banana,chair
   attn lookup king --keys queen,man,chair --vectors glove.6B.300d.txt
   attn lookup fruit --keys apple,banana,chair -f json | jq '.weights[0]'
+  attn lookup "a sweet yellow fruit" --keys apple,banana,chair --model DIR
 """
 
 
@@ -58,6 +60,12 @@ def lookup(
     )] = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
+    model: Annotated[Optional[str], typer.Option(
+        "--model", "-m", metavar="DIR", show_default=False,
+        help="Embed each query and key as a whole sentence with a BERT-family sentence model "
+             "(a Hugging Face folder, or a name in the local cache; needs the 'models' extra) "
+             "instead of word vectors. Its embeddings are unit length, so the scores are cosines.",
+    )] = None,
     scale: ScaleOption = None,
     temperature: TemperatureOption = 1.0,
     similarity: SimilarityOption = Similarity.dot,
@@ -72,14 +80,15 @@ def lookup(
 ) -> None:
     """Look words up by meaning: attention of query words over key words.
 
-    Each word becomes its GloVe vector; the query attends to the keys with
-    softmax(q·kᵀ/√d), exactly as `attn run`, and the values are blended by
-    those weights. Matching is case-insensitive.
+    Each word becomes its GloVe vector (or, with --model, each text its
+    sentence embedding); the query attends to the keys with softmax(q·kᵀ/√d),
+    exactly as `attn run`, and the values are blended by those weights.
+    Matching is case-insensitive.
     """
     key_names, value_matrix = _keys_and_values(keys, values, dict_file)
-    table = word_vectors(vectors, words_file, [*queries, *key_names])
-    q = table.phrases(queries)  # [n_q, d]
-    k = table.phrases(key_names)  # [n_k, d]
+    space = embedding(model, vectors, words_file, [*queries, *key_names])
+    q = space.embed(queries)  # [n_q, d]
+    k = space.embed(key_names)  # [n_k, d]
     options = dict(scale=scale, temperature=temperature, similarity=similarity.value)
 
     import numpy as np
@@ -91,7 +100,7 @@ def lookup(
     which = (emit_which or (Emit.output if value_matrix is not None else Emit.weights)).value
     if which == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
-    emit(_result(queries, key_names, value_matrix, table, steps, options, precision), fmt, which,
+    emit(_result(queries, key_names, value_matrix, space, steps, options, precision), fmt, which,
          svg=svg, html=html, title="attn lookup")
 
 
@@ -142,6 +151,30 @@ def _split(option: str, text: str) -> list[str]:
     return items
 
 
+@dataclass
+class Embedding:
+    """Where the vectors come from: a word-vector table or a sentence model."""
+
+    name: str
+    dim: int
+    words: Optional[int]  # the table's size; None for a model
+    embed: Callable[[list[str]], Any]  # texts -> [n, dim]
+
+
+def embedding(model: Optional[str], vectors: Optional[str], words_file: Optional[str], texts: list[str]) -> Embedding:
+    """A sentence model given with --model, else word vectors (see ``word_vectors``)."""
+    if model is None:
+        table = word_vectors(vectors, words_file, texts)
+        return Embedding(table.name, table.dim, len(table), table.phrases)
+    if vectors is not None or words_file is not None:
+        raise UsageError("give --model or --vectors, not both")
+    from attncli.models import load_model, sentence_embeddings
+
+    loaded = load_model(model)
+    return Embedding(f"{loaded.name} (sentence embeddings)", loaded.config.d_model, None,
+                     lambda texts: sentence_embeddings(loaded, texts))
+
+
 def word_vectors(path: Optional[str], words_file: Optional[str], texts: list[str]):
     """The bundled table, or the user's file read only as far as these words need."""
     from attncli.vectors import load_default, phrase_words
@@ -156,7 +189,7 @@ def word_vectors(path: Optional[str], words_file: Optional[str], texts: list[str
     return read_vectors(path, words=words_file, wanted=wanted)
 
 
-def _result(queries, keys, value_matrix, table, steps, options, precision) -> Result:
+def _result(queries, keys, value_matrix, space: Embedding, steps, options, precision) -> Result:
     """JSON, one table per query (score, weight bar, value) and emittable matrices."""
     from rich.text import Text
 
@@ -170,7 +203,7 @@ def _result(queries, keys, value_matrix, table, steps, options, precision) -> Re
         "scale": steps.scale,
         "temperature": options["temperature"],
         "similarity": options["similarity"],
-        "vectors": {"name": table.name, "words": len(table), "dim": table.dim},
+        "vectors": {"name": space.name, "words": space.words, "dim": space.dim},
     }
     matrices = {"weights": Emitted(steps.weights, queries, keys)}
     if value_matrix is not None:
@@ -180,8 +213,8 @@ def _result(queries, keys, value_matrix, table, steps, options, precision) -> Re
     header = Text.assemble(
         ("lookup ", "bold"),
         f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'} × {len(keys)} keys · "
-        f"{table.name} ({len(table):,} words, dim {table.dim})\n",
-        describe(steps, table.dim, options),
+        f"{space.name} ({f'{space.words:,} words, ' if space.words else ''}dim {space.dim})\n",
+        describe(steps, space.dim, options),
     )
     views = [
         lookup_table(query, keys, steps.scores[i], steps.weights[i],
