@@ -411,7 +411,9 @@ def test_minilm_vocab_txt_tokenizes_as_tokenizer_json(tmp_path, minilm):
 def test_lookup_with_a_model_uses_its_sentence_embeddings(attn, tiny):
     out = attn.json("lookup", "the car", "--keys", "the,car", "-m", tiny)
     e = sentence_embeddings(load_model(tiny), ["the car", "the", "car"])
+    e = e / np.linalg.norm(e, axis=1, keepdims=True)  # scored as cosines
     np.testing.assert_allclose(out["scores"], [e[0] @ e[1:].T], atol=1e-6)
+    assert out["similarity"] == "cosine" and out["scale"] == 1.0
     assert out["vectors"]["words"] is None and out["vectors"]["dim"] == e.shape[1]
     assert attn.fails("lookup", "car", "--keys", "the", "-m", tiny, "--vectors", "v.txt", code=2) == \
         "give --model or --vectors, not both"

@@ -64,7 +64,8 @@ def lookup(
         "--model", "-m", metavar="DIR", show_default=False,
         help="Embed each query and key as a whole sentence with a BERT-family sentence model "
              "(a Hugging Face folder, or a name in the local cache; needs the 'models' extra) "
-             "instead of word vectors. Its embeddings are unit length, so the scores are cosines.",
+             "instead of word vectors. Its embeddings are unit length, so the scores are cosines, "
+             "scaled by 1 (as with --similarity cosine) unless --scale says otherwise.",
     )] = None,
     scale: ScaleOption = None,
     temperature: TemperatureOption = 1.0,
@@ -89,6 +90,8 @@ def lookup(
     space = embedding(model, vectors, words_file, [*queries, *key_names])
     q = space.embed(queries)  # [n_q, d]
     k = space.embed(key_names)  # [n_k, d]
+    if model is not None:  # unit-length embeddings: the dot is a cosine, scored as one (scale 1)
+        similarity = Similarity.cosine
     options = dict(scale=scale, temperature=temperature, similarity=similarity.value)
 
     import numpy as np
