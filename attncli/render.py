@@ -59,10 +59,6 @@ def short(x: float, precision: int = 3) -> str:
     return "0" if text == "-0" else text
 
 
-def default_labels(prefix: str, n: int) -> list[str]:
-    return [f"{prefix}{i}" for i in range(n)]
-
-
 def heatmap(
     weights: Any,
     rows: Sequence[Label],
