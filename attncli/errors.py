@@ -26,7 +26,7 @@ class AttnError(Exception):
         self.line = line
         self.hint = hint
 
-    def located(self, source: str | None = None, line: int | None = None) -> "AttnError":
+    def located(self, source: str | None = None, line: int | None = None) -> AttnError:
         """Fill in where the error happened, keeping what is already known."""
         self.source = self.source or source
         self.line = self.line if self.line is not None else line

@@ -22,8 +22,8 @@ import torch
 from sentence_transformers import SentenceTransformer
 from transformers import AutoModel, AutoTokenizer
 
-from attncli.bert import encode
 from attncli.models import load_model, sentence_embeddings, tokenize
+from attncli.models.bert import encode
 
 TEXTS = [
     "The pink elephant tried to get into the car but it was too big",

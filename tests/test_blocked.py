@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from attncli import attention, attention_steps
+from attncli.core.kernel import attention_blocked
 from attncli.errors import AttnError
-from attncli.maths import attention_blocked
 
 # (n_q, n_k, query_block, key_block): blocks that do and do not divide n.
 SHAPES = [(1, 1, 1, 1), (7, 5, 3, 2), (16, 16, 4, 8), (13, 29, 5, 7), (29, 13, 8, 4), (40, 33, 40, 33)]

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from attncli.errors import AttnError
+from attncli.output.writers import write_delimited
 from attncli.readers import read_bundle, read_matrix
 from attncli.readers.base import parse_number
-from attncli.writers import write_delimited
 
 SOURCES = ["a.csv", "a.tsv", "a.txt", "a.yaml", "a.json", "a.npy", "a.npz", "<stdin>"]
 

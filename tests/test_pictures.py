@@ -6,8 +6,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from attncli.commands import common
 from attncli.errors import AttnError
+from attncli.output import pictures as common
 
 LABELS = ("#8517dc", "#fef0d9", "#02818a", "warm", "cool")
 

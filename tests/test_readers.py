@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from attncli.errors import AttnError
-from attncli.limits import TREE_NODES
 from attncli.readers import read_bundle, read_matrix, sniff
+from attncli.readers.limits import TREE_NODES
 
 
 def npy_bytes(array) -> bytes:

@@ -152,7 +152,7 @@ def test_unreadable_file(attn, tmp_path):  # pragma: no cover - CI runs as root
 
 
 def test_npy_to_a_terminal_is_refused(attn, samples, monkeypatch):
-    from attncli.commands import common
+    from attncli.cli import emit as common
 
     monkeypatch.setattr(common, "is_terminal", lambda: True)
     result = attn("run", samples / "colors.yaml", "-f", "npy")
@@ -215,7 +215,7 @@ def test_ctrl_c_ends_quietly_with_130(samples):
 
 def test_a_bug_is_one_line_and_exit_70(attn, samples, monkeypatch):
     """An unexpected exception is attn's fault: one line, exit 70; ATTN_DEBUG=1 re-raises."""
-    from attncli.commands import run
+    from attncli.cli.commands import run
 
     def broken(*args, **kwargs):
         raise KeyError("boom")

@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from attncli.commands.common import progress_bar, read_matrix_arg
-from attncli.writers import to_json, write_delimited, write_json
+from attncli.cli.io import progress_bar, read_matrix_arg
+from attncli.output.writers import to_json, write_delimited, write_json
 
 
 @pytest.fixture
@@ -64,7 +64,7 @@ def test_unmappable_npy_reports_as_before(attn, tmp_path):
 
 
 def test_writers_stream_in_blocks(monkeypatch):
-    from attncli import writers
+    from attncli.output import writers
 
     monkeypatch.setattr(writers, "ROWS_PER_WRITE", 3)
     values = np.arange(20.0).reshape(10, 2)
@@ -87,7 +87,7 @@ def test_no_progress_bar_off_a_terminal():
 def test_progress_bar_on_a_terminal_after_the_delay(monkeypatch):
     import sys
 
-    from attncli.commands import common
+    from attncli.cli import io as common
 
     class Terminal(io.StringIO):
         def isatty(self):

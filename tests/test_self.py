@@ -97,7 +97,7 @@ def test_matches_the_reference(attn, tmp_path, case):
 
 
 def test_the_maths_alone_matches_the_reference():
-    from attncli.multihead import multi_head_attention
+    from attncli.core.multihead import multi_head_attention
 
     p = problem(n_x=3, d_x=4, n_z=5, d_z=7, d_attn=8, d_v=6, d_out=3, biases=True)
     output, weights = multi_head_attention(
@@ -109,7 +109,7 @@ def test_the_maths_alone_matches_the_reference():
 
 
 def test_float32_stays_float32():
-    from attncli.multihead import multi_head_attention
+    from attncli.core.multihead import multi_head_attention
 
     p = {name: a.astype(np.float32) for name, a in problem().items()}
     output, weights = multi_head_attention(p["x"], p["wq"], p["wk"], p["wv"], n_head=2)
@@ -207,7 +207,7 @@ SENTENCE = "The pink elephant tried to get into the car but it was too big."
 
 
 def test_sentence_out_of_the_box_matches_the_reference(attn):
-    from attncli.vectors import load_default, phrase_words
+    from attncli.vectors.table import load_default, phrase_words
 
     out = attn.json("self", SENTENCE, "--heads", 2)
     words = phrase_words(SENTENCE)
@@ -298,7 +298,7 @@ def test_sentence_csv_keeps_the_words(attn):
 
 
 def test_is_file_name():
-    from attncli.commands.selfattn import is_file_name
+    from attncli.cli.commands.selfattn import is_file_name
 
     assert is_file_name("-") and is_file_name("x.csv") and is_file_name("data/x") and is_file_name("W.NPY")
     assert is_file_name("x.cvs")  # a typo is "no such file", not an unknown word
@@ -384,8 +384,8 @@ def test_usage_errors_exit_2(attn, files):
 
 
 def test_maths_rejects_a_bad_head_count():
+    from attncli.core.multihead import multi_head_attention
     from attncli.errors import UsageError
-    from attncli.multihead import multi_head_attention
 
     with pytest.raises(UsageError, match="positive whole number, got 0"):
         multi_head_attention(np.eye(2), np.eye(2), np.eye(2), np.eye(2), n_head=0)

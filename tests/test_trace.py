@@ -17,8 +17,7 @@ import pytest
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from attncli import bert
-from attncli.models import load_model, sentence_embeddings, tokenize, trace
+from attncli.models import bert, load_model, sentence_embeddings, tokenize, trace
 
 WORDS = ["the", "pink", "elephant", "car", "it", "was", "too", "big", "into", "##s", "fruit", "apple"]
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]

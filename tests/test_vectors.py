@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from attncli.errors import AttnError
-from attncli.vector_files import read_vectors
-from attncli.vectors import load_default, phrase_words
+from attncli.vectors.files import read_vectors
+from attncli.vectors.table import load_default, phrase_words
 
 PACKAGE = Path(__file__).resolve().parent.parent / "attncli"
 TABLE = PACKAGE / "data" / "glove6b50d.npz"

@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 
 from attncli.errors import AttnError
-from attncli.limits import check_text
 from attncli.readers.arrays import NPY_MAGIC, load_npy, matrix_from_array, read_npz
 from attncli.readers.base import Bundle, Matrix, decode_text
+from attncli.readers.limits import check_text
 from attncli.readers.text import read_delimited, read_delimited_fast
 from attncli.readers.trees import (
     Scalar,

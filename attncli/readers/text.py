@@ -6,8 +6,8 @@ import csv
 import io
 
 from attncli.errors import AttnError
-from attncli.limits import LINE
 from attncli.readers.base import Matrix, first_bad, not_finite, parse_number, plural
+from attncli.readers.limits import LINE
 
 
 def read_delimited(text: str, source: str, fmt: str, mask: bool) -> Matrix:

@@ -4,10 +4,10 @@ guesses, tags or alias bombs, with the line of each problem."""
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from attncli.errors import AttnError
-from attncli.limits import TREE_NODES
 from attncli.readers.base import (
     Matrix,
     checked_labels,
@@ -17,6 +17,7 @@ from attncli.readers.base import (
     parse_number,
     plural,
 )
+from attncli.readers.limits import TREE_NODES
 
 MAX_DEPTH = 8  # a bundle of labelled matrices is at most 4 deep
 SPEC_KEYS = {"rows", "labels", "columns", "divide"}

@@ -21,13 +21,13 @@ finds, reads and tokenizes; this module only computes.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import numpy as np
 
+from attncli.core.kernel import attention
 from attncli.errors import AttnError, ShapeError
-from attncli.maths import attention
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,7 @@ class BertConfig:
         return self.d_model // self.n_head
 
     @classmethod
-    def from_dict(cls, config: Mapping, source: str | None = None) -> "BertConfig":
+    def from_dict(cls, config: Mapping, source: str | None = None) -> BertConfig:
         """Read a Hugging Face config.json; check what the forward pass relies on."""
         fields = {
             "n_vocab": "vocab_size", "d_model": "hidden_size", "n_layer": "num_hidden_layers",
@@ -113,7 +113,7 @@ class BertWeights:
 
     @classmethod
     def from_tensors(cls, tensors: Mapping[str, np.ndarray], config: BertConfig,
-                     source: str | None = None) -> "BertWeights":
+                     source: str | None = None) -> BertWeights:
         """Pick the Hugging Face ``BertModel`` tensors by name, checking each shape.
 
         Names may carry a ``bert.`` prefix (checkpoints of BertForMaskedLM and

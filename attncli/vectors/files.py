@@ -14,9 +14,8 @@ import os
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, BinaryIO
 
-from .errors import AttnError, file_error
-
-from .vectors import WordVectors, _from_npz, _finite, SUPPORTED, FORMATS
+from attncli.errors import AttnError, file_error
+from attncli.vectors.table import FORMATS, SUPPORTED, WordVectors, _finite, _from_npz
 
 if TYPE_CHECKING:
     import numpy as np
@@ -244,7 +243,7 @@ def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> Word
     return WordVectors(words, v, name=source, partial=want is not None)
 
 
-def _parse_numbers(numbers: list[str], dim: int, words: list[str], lines: list[int], source: str) -> "np.ndarray":
+def _parse_numbers(numbers: list[str], dim: int, words: list[str], lines: list[int], source: str) -> np.ndarray:
     """[len(numbers), dim] float32 from lines of dim numbers each; AttnError at the first bad line."""
     import warnings
 

@@ -6,7 +6,7 @@ the 140,000 most frequent plain lowercase words, stored as int8 with a scale
 per vector (worst cosine to the float32 originals 0.9999), rebuilt by
 ``scripts/build_vectors.py``.
 
-``attncli.vector_files.read_vectors`` reads your own vectors into the same
+``attncli.vectors.files.read_vectors`` reads your own vectors into the same
 ``WordVectors``.
 
 Library code: everything a user can get wrong raises AttnError, nothing prints.
@@ -20,7 +20,7 @@ import string
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from .errors import AttnError
+from attncli.errors import AttnError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -47,7 +47,7 @@ class WordVectors:
     the first (most frequent) word with the same casefold.
     """
 
-    def __init__(self, words: list[str] | str, vectors: "np.ndarray", *, name: str = "",
+    def __init__(self, words: list[str] | str, vectors: np.ndarray, *, name: str = "",
                  partial: bool = False) -> None:
         # words: a list, or one string of newline-joined words (split only when needed:
         # looking up a few words in the joined text is faster than building a dict).
@@ -116,7 +116,7 @@ class WordVectors:
             raise self.unknown([word])
         return i
 
-    def lookup(self, words: list[str]) -> "np.ndarray":  # [n] words -> [n, dim] float32
+    def lookup(self, words: list[str]) -> np.ndarray:  # [n] words -> [n, dim] float32
         """Vectors of single words, case-insensitively.
 
         Every unknown word is named in one AttnError, with suggestions:
@@ -128,7 +128,7 @@ class WordVectors:
             raise self.unknown(missing)
         return self.vectors[rows]
 
-    def phrases(self, texts: list[str]) -> "np.ndarray":  # [n] texts -> [n, dim] float32
+    def phrases(self, texts: list[str]) -> np.ndarray:  # [n] texts -> [n, dim] float32
         """Vectors of words or phrases: a phrase is the mean of its words' vectors.
 
         Each text is split on whitespace and punctuation is stripped from both
@@ -154,7 +154,7 @@ class WordVectors:
             start += len(toks)
         return out
 
-    def phrase_vector(self, text: str) -> "np.ndarray":  # text -> [dim] float32
+    def phrase_vector(self, text: str) -> np.ndarray:  # text -> [dim] float32
         """Vector of a word or phrase: the mean of its words' vectors (see ``phrases``)."""
         return self.phrases([text])[0]
 
@@ -175,7 +175,7 @@ class WordVectors:
         return best if best != w else None
 
     @functools.cached_property
-    def _chars(self) -> tuple["np.ndarray", "np.ndarray", "np.ndarray"]:  # -> chars, word of each char, lengths
+    def _chars(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # -> chars, word of each char, lengths
         import numpy as np
 
         joined = self._joined[1:-1] if self._joined is not None else "\n".join(self.words)
@@ -279,7 +279,7 @@ def _most_frequent(candidates: Iterable[str], index: dict[str, int]) -> str | No
     known = [(index[c], c) for c in candidates if c in index]
     return min(known)[1] if known else None
 
-def _finite(v: "np.ndarray", words: list[str], source: str) -> "np.ndarray":
+def _finite(v: np.ndarray, words: list[str], source: str) -> np.ndarray:
     import numpy as np
 
     bad = ~np.isfinite(v).all(axis=1)
@@ -293,7 +293,7 @@ def _finite(v: "np.ndarray", words: list[str], source: str) -> "np.ndarray":
 # --- the bundled table ------------------------------------------------------
 
 
-def _from_npz(z, source: str) -> tuple[str, "np.ndarray"]:
+def _from_npz(z, source: str) -> tuple[str, np.ndarray]:
     """Words and float32 vectors from an NpzFile holding ``vectors`` and the words.
 
     ``vectors`` is float, or int8 with ``scales`` [n] (x = q * scale); the words

@@ -2,17 +2,29 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any, Callable, Optional
+from typing import Annotated, Any
 
 import typer
 
-from attncli.commands.common import (
-    Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit, read_bytes, source_name,
+from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.io import read_bytes, source_name
+from attncli.cli.options import (
+    Emit,
+    FormatOption,
+    HtmlOption,
+    PrecisionOption,
+    ScaleOption,
+    Similarity,
+    SimilarityOption,
+    SvgOption,
+    TemperatureOption,
+    VectorsOption,
+    WordsOption,
 )
-from attncli.commands.run import (
-    Emit, ScaleOption, Similarity, SimilarityOption, TemperatureOption, describe,
-)
+from attncli.cli.qkv import describe
+from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
 
 EXAMPLES = """\b
@@ -27,40 +39,27 @@ Examples:
 """
 
 
-# Options shared with commands that turn words into vectors (self).
-VectorsOption = Annotated[Optional[str], typer.Option(
-    "--vectors", metavar="FILE", show_default=False,
-    help="Your own word vectors: GloVe text, word2vec/fastText text or binary, .npz, or .npy "
-         "with --words. Read only until every word needed is found. Default: the bundled "
-         "GloVe 6B 50d table (140,000 words).",
-)]
-WordsOption = Annotated[Optional[str], typer.Option(
-    "--words", metavar="FILE", show_default=False,
-    help="For a .npy --vectors matrix: its words, one per line, in row order.",
-)]
-
-
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
         help="Words or phrases to look up. A phrase (\"tropical fruit\") is the mean of its words' vectors.",
     )],
-    keys: Annotated[Optional[str], typer.Option(
+    keys: Annotated[str | None, typer.Option(
         "--keys", "-k", metavar="A,B,C", show_default=False,
         help="The keys, comma-separated words or phrases.",
     )] = None,
-    values: Annotated[Optional[str], typer.Option(
+    values: Annotated[str | None, typer.Option(
         "--values", "-v", metavar="X,Y,Z", show_default=False,
         help="One number per key; the output is their weighted sum. Without values: the weights alone.",
     )] = None,
-    dict_file: Annotated[Optional[str], typer.Option(
+    dict_file: Annotated[str | None, typer.Option(
         "--dict", "-d", metavar="FILE", show_default=False,
         help="Keys and values from a YAML/JSON mapping (key: number or key: [vector]), or a CSV "
              "whose first column holds the keys.",
     )] = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
-    model: Annotated[Optional[str], typer.Option(
+    model: Annotated[str | None, typer.Option(
         "--model", "-m", metavar="DIR", show_default=False,
         help="Embed each query and key as a whole sentence with a BERT-family sentence model "
              "(a Hugging Face folder, or a name in the local cache; needs the 'models' extra) "
@@ -71,7 +70,7 @@ def lookup(
     temperature: TemperatureOption = 1.0,
     similarity: SimilarityOption = Similarity.dot,
     fmt: FormatOption = None,
-    emit_which: Annotated[Optional[Emit], typer.Option(
+    emit_which: Annotated[Emit | None, typer.Option(
         "--emit", show_default=False,
         help="The matrix csv/tsv/npy write: weights, or output (the default when there are values).",
     )] = None,
@@ -96,7 +95,7 @@ def lookup(
 
     import numpy as np
 
-    from attncli.maths import attention_steps
+    from attncli.core.kernel import attention_steps
 
     v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
     steps = attention_steps(q, k, v, **options)
@@ -107,7 +106,7 @@ def lookup(
          svg=svg, html=html, title="attn lookup")
 
 
-def _keys_and_values(keys: Optional[str], values: Optional[str], dict_file: Optional[str]):
+def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None):
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
     from attncli.readers import Matrix, read_matrix
     from attncli.readers.base import plural
@@ -160,11 +159,11 @@ class Embedding:
 
     name: str
     dim: int
-    words: Optional[int]  # the table's size; None for a model
+    words: int | None  # the table's size; None for a model
     embed: Callable[[list[str]], Any]  # texts -> [n, dim]
 
 
-def embedding(model: Optional[str], vectors: Optional[str], words_file: Optional[str], texts: list[str]) -> Embedding:
+def embedding(model: str | None, vectors: str | None, words_file: str | None, texts: list[str]) -> Embedding:
     """A sentence model given with --model, else word vectors (see ``word_vectors``)."""
     if model is None:
         table = word_vectors(vectors, words_file, texts)
@@ -178,25 +177,11 @@ def embedding(model: Optional[str], vectors: Optional[str], words_file: Optional
                      lambda texts: sentence_embeddings(loaded, texts))
 
 
-def word_vectors(path: Optional[str], words_file: Optional[str], texts: list[str]):
-    """The bundled table, or the user's file read only as far as these words need."""
-    from attncli.vectors import load_default, phrase_words
-
-    if path is None:
-        if words_file is not None:
-            raise UsageError("--words goes with a .npy --vectors file")
-        return load_default()
-    from attncli.vector_files import read_vectors
-
-    wanted = {w for text in texts for w in phrase_words(text)}
-    return read_vectors(path, words=words_file, wanted=wanted)
-
-
 def _result(queries, keys, value_matrix, space: Embedding, steps, options, precision) -> Result:
     """JSON, one table per query (score, weight bar, value) and emittable matrices."""
     from rich.text import Text
 
-    from attncli.render import lookup_table, stack
+    from attncli.output.render import lookup_table, stack
 
     data = {
         "queries": queries,

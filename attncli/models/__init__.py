@@ -1,5 +1,5 @@
 """Pre-trained BERT encoders from disk: find the folder, read its weights and
-tokenizer, run a text through ``attncli.bert``.
+tokenizer, run a text through ``attncli.models.bert``.
 
 Python API::
 
@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence, Union
+from typing import Any, Union
 
 import numpy as np
 
-from attncli.bert import POOLINGS, BertConfig, BertWeights, encode, l2_normalise, pool
 from attncli.errors import AttnError, UsageError
+from attncli.models.bert import POOLINGS, BertConfig, BertWeights, encode, l2_normalise, pool
 
 MODEL_ENV = "ATTN_MODEL"  # the default for --model
 EXTRA_HINT = "pip install '.[models]' in attn's source folder"

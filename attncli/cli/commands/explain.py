@@ -6,18 +6,28 @@ of the seeds: inputs, scores QKᵀ, scaling, mask, softmax, weighted sum.
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from attncli.commands.common import (
-    FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit,
+from attncli.cli.emit import Result, emit
+from attncli.cli.options import (
+    AlignOption,
+    CausalOption,
+    Emit,
+    EmitOption,
+    FilesArgument,
+    FormatOption,
+    HtmlOption,
+    MaskOption,
+    PrecisionOption,
+    ScaleOption,
+    Similarity,
+    SimilarityOption,
+    SvgOption,
+    TemperatureOption,
 )
-from attncli.commands.run import (
-    AlignOption, CausalOption, Emit, EmitOption, FilesArgument, MaskOption, ScaleOption,
-    Similarity, SimilarityOption, TemperatureOption, Problem,
-    compute, describe, load_problem, readings, run_result, settings, shown_labels,
-)
+from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, settings, shown_labels
 from attncli.errors import UsageError
 
 EXAMPLES = """\b
@@ -34,7 +44,7 @@ TERMS = 8  # terms written out in a sum before the rest are summarised
 
 def explain(
     files: FilesArgument,
-    query: Annotated[Optional[str], typer.Option(
+    query: Annotated[str | None, typer.Option(
         "--query", "-q", metavar="N|LABEL", show_default=False,
         help="The query whose dot product and weighted sum are written out term by term: "
              "its row number (from 0) or its label. Default: the first.",
@@ -64,7 +74,7 @@ def explain(
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
 
 
-def pick_query(problem: Problem, query: Optional[str]) -> int:
+def pick_query(problem: Problem, query: str | None) -> int:
     """The row --query names: a label first, else a row number from 0."""
     labels = problem.queries
     if query is None:
@@ -104,7 +114,7 @@ def explain_view(problem: Problem, steps, precision: int, options: dict, i: int,
 
     from rich.text import Text
 
-    from attncli.render import heatmap, number_table, stack
+    from attncli.output.render import heatmap, number_table, stack
 
     q, k, v = problem.q.values, problem.k.values, problem.v.values
     (n_q, d_k), (n_k, d_v) = q.shape, v.shape
@@ -157,7 +167,7 @@ def score_sentences(problem: Problem, options: dict, i: int, precision: int) -> 
     if options["similarity"] == "cosine":
         return ["A score is the cosine similarity of a query and a key: the dot product of the two rows "
                 "scaled to length 1, from −1 (opposite directions) to 1 (the same direction)."]
-    from attncli.render import short
+    from attncli.output.render import short
 
     q, k = problem.q.values[i], problem.k.values[0]
     products = [f"{short(a, precision)} × {short(b, precision)}" for a, b in zip(q.tolist(), k.tolist())]
@@ -190,7 +200,7 @@ def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int
     """Step 4 when there is a mask: which pairs are forbidden, and the scores it changes."""
     import numpy as np
 
-    from attncli.render import number_table
+    from attncli.output.render import number_table
 
     if steps.allowed is None and np.array_equal(steps.logits, scaled):
         return []
@@ -212,7 +222,7 @@ def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -
 
     Forbidden keys are left out; past TERMS keys only the heaviest are written,
     in key order, and the rest are counted."""
-    from attncli.render import fmt
+    from attncli.output.render import fmt
 
     keys = [j for j in range(len(weights)) if allowed is None or allowed[j]]
     shown = sorted(sorted(keys, key=lambda j: -weights[j])[:TERMS])
@@ -224,7 +234,7 @@ def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -
 
 def _vector(row, precision: int, limit: int = 4) -> str:
     """'[1, 0]', or '[0.1, 0.2, 0.3, 0.4, … 46 more]' for a long row."""
-    from attncli.render import short
+    from attncli.output.render import short
 
     values = [short(x, precision) for x in row.tolist()[:limit]]
     more = f", … {len(row) - limit} more" if len(row) > limit else ""

@@ -114,7 +114,7 @@ def _main(
 
 
 def _register() -> None:
-    from attncli.commands import explain, lookup, run, selfattn, softmax, trace
+    from attncli.cli.commands import explain, lookup, run, selfattn, softmax, trace
 
     app.command("run", epilog=run.EXAMPLES)(run.run)
     app.command("explain", epilog=explain.EXAMPLES)(explain.explain)

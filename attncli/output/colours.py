@@ -7,13 +7,14 @@ Only numbers and strings here; render.py draws the swatches.
 from __future__ import annotations
 
 import re
-from typing import Any, Optional, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 RGB = tuple[int, int, int]
 HEX = re.compile(r"#([0-9a-fA-F]{6}|[0-9a-fA-F]{3})")
 
 
-def parse_hex(label: str) -> Optional[RGB]:
+def parse_hex(label: str) -> RGB | None:
     """``#8517dc`` or ``#83c`` -> (r, g, b); anything else -> None."""
     match = HEX.fullmatch(label.strip())
     if not match:
@@ -28,7 +29,7 @@ def to_hex(rgb: Sequence[float]) -> str:
     return "#" + "".join(f"{min(max(round(c), 0), 255):02x}" for c in rgb)
 
 
-def row_colours(labels: Optional[Sequence[str]], values: Any, rgb: bool) -> Optional[list[RGB]]:
+def row_colours(labels: Sequence[str] | None, values: Any, rgb: bool) -> list[RGB] | None:
     """The colour of each row, or None when the rows are not colours.
 
     With ``rgb`` (a bundle's ``rgb: true``) the rows themselves are colours:

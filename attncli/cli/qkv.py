@@ -1,108 +1,12 @@
-"""``attn run``: attention on Q, K and V from files."""
+"""Q, K and V problems (``attn run`` and ``attn explain``): reading them, the
+result both commands write, and the lines that say what the outputs mean."""
 
 from __future__ import annotations
 
-from enum import Enum
-from typing import Annotated, Optional
-
-import typer
-
-from attncli.commands.common import (
-    Emitted, FormatOption, HtmlOption, MATRIX_FORMATS, PrecisionOption, Result, SvgOption,
-    check_stdin_once, choose_format, emit, progress_bar, read_bytes, read_matrix_arg, source_name,
-)
+from attncli.cli.emit import Emitted, Result
+from attncli.cli.io import check_stdin_once, progress_bar, read_bytes, read_matrix_arg, source_name
+from attncli.cli.options import Align, Similarity
 from attncli.errors import AttnError, UsageError
-
-EXAMPLES = """\b
-Examples:
-  attn run samples/q.csv samples/k.csv samples/v.csv
-  attn run samples/colors.yaml               # one bundle: q, k, v
-  cat q.csv | attn run - k.csv v.csv | jq .output
-  attn run q.npy k.npy v.npy -f npy --emit weights > w.npy
-  attn run q.csv k.csv v.csv --causal --scale 0.5 --mask mask.csv
-  attn run samples/colors.yaml --svg colors.svg --html colors.html
-"""
-
-
-class Similarity(str, Enum):
-    dot = "dot"
-    cosine = "cosine"
-
-
-class Align(str, Enum):
-    top_left = "top-left"
-    bottom_right = "bottom-right"
-
-
-class Emit(str, Enum):
-    output = "output"
-    weights = "weights"
-
-
-# Arguments and options shared with commands that take the same inputs (explain).
-FilesArgument = Annotated[list[str], typer.Argument(
-    metavar="FILE...", show_default=False,
-    help="One bundle (YAML, JSON or NPZ with entries q, k, v and optionally mask) or three "
-         "files Q K V: CSV, TSV, NPY, YAML or JSON. '-' reads one of them from stdin. "
-         "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
-)]
-EmitOption = Annotated[Emit, typer.Option(
-    "--emit", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
-MaskOption = Annotated[Optional[str], typer.Option(
-    "--mask", metavar="FILE",
-    help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix. Booleans or 0/1 "
-         "cells: 1 = may attend. Other numbers are added to the scaled scores (-inf forbids).",
-)]
-CausalOption = Annotated[bool, typer.Option(
-    "--causal", help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX).",
-)]
-AlignOption = Annotated[Optional[Align], typer.Option(
-    "--causal-align",
-    help="Causal alignment when n_q ≠ n_k (implies --causal). bottom-right: the last query sees "
-         "every key, as when new tokens follow cached ones.",
-    show_default=False,
-)]
-ScaleOption = Annotated[Optional[float], typer.Option(
-    "--scale", help="Multiply the scores QKᵀ by this. Default 1/√d_k (1 with --similarity cosine).",
-    show_default=False,
-)]
-TemperatureOption = Annotated[float, typer.Option(
-    "--temperature", "-t", help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them.",
-)]
-SimilarityOption = Annotated[Similarity, typer.Option(
-    "--similarity",
-    help="dot: QKᵀ. cosine: dot products of unit-length rows, so only directions count (seed 000's footnote).",
-)]
-
-
-def run(
-    files: FilesArgument,
-    mask: MaskOption = None,
-    causal: CausalOption = False,
-    causal_align: AlignOption = None,
-    scale: ScaleOption = None,
-    temperature: TemperatureOption = 1.0,
-    similarity: SimilarityOption = Similarity.dot,
-    fmt: FormatOption = None,
-    emit_which: EmitOption = Emit.output,
-    precision: PrecisionOption = 3,
-    svg: SvgOption = None, html: HtmlOption = None,
-) -> None:
-    """Compute softmax(QKᵀ/√d_k)V on matrices from files.
-
-    On a terminal: a heatmap of the weights (queries down, keys across) and the
-    outputs. In a pipe: one JSON object with queries, keys, weights, output and
-    scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
-    """
-    problem = load_problem(files, mask)
-    options = settings(scale, temperature, similarity, causal, causal_align)
-    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
-        # Only the output is written: the blocked kernel never holds the weights.
-        emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, **options))}), fmt)
-        return
-    steps = compute(problem, **options)
-    result = run_result(problem, steps, precision, options)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
 
 
 class Problem:
@@ -127,19 +31,19 @@ class Problem:
     @property
     def query_colours(self):
         """Each query's colour (hex labels, or RGB rows when the bundle says ``rgb: true``), or None."""
-        from attncli.colours import row_colours
+        from attncli.output.colours import row_colours
 
         return row_colours(self.q.row_labels, self.q.values, self.meta.get("rgb") is True)
 
     @property
     def key_colours(self):
         """Each key's colour, or None when the keys are not colours."""
-        from attncli.colours import row_colours
+        from attncli.output.colours import row_colours
 
         return row_colours(self.k.row_labels or self.v.row_labels, self.k.values, self.meta.get("rgb") is True)
 
 
-def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
+def load_problem(files: list[str], mask_file: str | None) -> Problem:
     """Read one bundle or three files, and the mask."""
     from attncli.readers import read_bundle
 
@@ -165,21 +69,21 @@ def load_problem(files: list[str], mask_file: Optional[str]) -> Problem:
     return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None), meta)
 
 
-def settings(scale: Optional[float], temperature: float, similarity: Similarity, causal: bool,
-             causal_align: Optional[Align]) -> dict:
+def settings(scale: float | None, temperature: float, similarity: Similarity, causal: bool,
+             causal_align: Align | None) -> dict:
     """The attention options as ``compute`` and ``describe`` take them."""
     return dict(scale=scale, temperature=temperature, similarity=similarity.value,
                 causal=causal_setting(causal, causal_align))
 
 
-def causal_setting(causal: bool, align: Optional[Align]):
+def causal_setting(causal: bool, align: Align | None):
     if align is not None:
         return align.value
     return "top-left" if causal else False
 
 
 def compute(problem: Problem, **options):
-    from attncli.maths import attention_steps
+    from attncli.core.kernel import attention_steps
 
     return attention_steps(
         problem.q.values, problem.k.values, problem.v.values,
@@ -189,7 +93,7 @@ def compute(problem: Problem, **options):
 
 def compute_output(problem: Problem, **options):
     """The output alone, from the blocked kernel, with a progress bar on a terminal."""
-    from attncli.maths import attention_blocked
+    from attncli.core.kernel import attention_blocked
 
     with progress_bar("attention") as progress:
         return attention_blocked(
@@ -242,7 +146,7 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
     def view():  # Rich is imported only when a table or picture is shown
         from rich.text import Text
 
-        from attncli.render import heatmap, number_table, stack
+        from attncli.output.render import heatmap, number_table, stack
 
         header = Text.assemble(
             ("attention ", "bold"),
@@ -269,7 +173,7 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
 def shown_labels(problem: Problem):
     """(query row labels, key row labels, key column headers) for tables, with
     colour swatches when the rows are colours."""
-    from attncli.render import swatched, swatched_headers
+    from attncli.output.render import swatched, swatched_headers
 
     keys = problem.key_colours
     return (swatched(problem.queries, problem.query_colours), swatched(problem.keys, keys),
@@ -278,7 +182,7 @@ def shown_labels(problem: Problem):
 
 def colour_data(problem: Problem, steps) -> dict:
     """``{"mix": ["#hex", ...]}``, each query's blend of the key colours, when keys are colours."""
-    from attncli.colours import mix, to_hex
+    from attncli.output.colours import mix, to_hex
 
     keys = problem.key_colours
     return {} if keys is None else {"mix": [to_hex(c) for c in mix(steps.weights, keys)]}
@@ -290,7 +194,7 @@ def readings(problem: Problem, steps, precision: int, rows=None):
     and, when the keys are colours, the colour their weights mix. None otherwise."""
     from rich.console import Group
 
-    from attncli.colours import are_shares, mix, percentages, to_hex
+    from attncli.output.colours import are_shares, mix, percentages, to_hex
 
     shares = problem.v.col_labels is not None and are_shares(problem.v.values)
     keys = problem.key_colours
@@ -315,7 +219,7 @@ def with_swatches(parts: list, label: str, colour, blend):
     query's label and before the mix (the last part) where colours show."""
     from rich.text import Text
 
-    from attncli.render import IfColour, swatch
+    from attncli.output.render import IfColour, swatch
 
     plain = Text.assemble(label, *parts)
     if colour is None and blend is None:

@@ -15,8 +15,8 @@ from typing import Literal, Union
 
 import numpy as np
 
+from attncli.core.parallel import map_blocks
 from attncli.errors import AttnError, ShapeError, UsageError
-from attncli.parallel import map_blocks
 
 Causal = Union[bool, Literal["top-left", "bottom-right"]]
 Similarity = Literal["dot", "cosine"]

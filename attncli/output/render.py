@@ -5,7 +5,8 @@ Functions return renderables and never print; the command prints once.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Sequence, Union
+from collections.abc import Iterable, Sequence
+from typing import Any, Union
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 from typer.core import TyperCommand
 
-from attncli.commands.common import (
-    STDIN, Emitted, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption, emit,
-)
-from attncli.commands.run import TemperatureOption
+from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.io import STDIN
+from attncli.cli.options import FormatOption, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
 from attncli.errors import AttnError, UsageError
 
 EXAMPLES = """\b
@@ -63,7 +62,7 @@ def _numbers(word: str) -> bool:
 
 
 def softmax(
-    numbers: Annotated[Optional[list[str]], typer.Argument(
+    numbers: Annotated[list[str] | None, typer.Argument(
         metavar="NUMBER...", show_default=False,
         help="The numbers, separated by spaces or commas; negative numbers are fine. "
              "'-' reads them from stdin.",
@@ -107,7 +106,7 @@ def read_numbers(words: list[str]):
     return np.array(values, dtype=np.float64)
 
 
-def _number(word: str, source: Optional[str], text: Optional[str]) -> float:
+def _number(word: str, source: str | None, text: str | None) -> float:
     """One number; NaN and +inf are refused (-inf is fine: it gets weight 0).
     An argument is a usage error (exit 2), stdin is bad data (exit 1, with its line)."""
     import math
@@ -132,8 +131,8 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     import numpy as np
     from rich.text import Text
 
-    from attncli.maths import _check_positive, softmax
-    from attncli.render import ColumnBlocks, cell_style, fmt, short, stack
+    from attncli.core.kernel import _check_positive, softmax
+    from attncli.output.render import ColumnBlocks, cell_style, fmt, short, stack
 
     _check_positive("temperature", temperature)
     scaled = x / temperature

@@ -11,20 +11,28 @@ they have no trained weights.
 from __future__ import annotations
 
 import functools
-
 import os
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any, Optional
+from typing import Annotated, Any
 
 import typer
 
-from attncli.commands.common import (
-    Emitted, Format, FormatOption, HtmlOption, PrecisionOption, Result, SvgOption,
-    check_stdin_once, choose_format, emit, read_bytes, source_name,
+from attncli.cli.emit import Emitted, Format, Result, choose_format, emit
+from attncli.cli.io import check_stdin_once, read_bytes, source_name
+from attncli.cli.options import (
+    AlignOption,
+    CausalOption,
+    FormatOption,
+    HtmlOption,
+    MaskOption,
+    PrecisionOption,
+    SvgOption,
+    VectorsOption,
+    WordsOption,
 )
-from attncli.commands.lookup import VectorsOption, WordsOption, word_vectors
-from attncli.commands.run import AlignOption, CausalOption, MaskOption, causal_setting
+from attncli.cli.qkv import causal_setting
+from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
 
 EXAMPLES = """\b
@@ -54,7 +62,7 @@ class Emit(str, Enum):
 
 
 def _file_option(flag: str, what: str):
-    return Annotated[Optional[str], typer.Option(flag, metavar="FILE", help=what, show_default=False)]
+    return Annotated[str | None, typer.Option(flag, metavar="FILE", help=what, show_default=False)]
 
 
 WqOption = _file_option("--wq", "W_Q, d_in×d_attn: Q = X W_Q + b_q. Random when not given.")
@@ -75,7 +83,7 @@ def self_attention(
              "sentence: anything that is not a file and has no / or file extension. A sentence's words "
              "become rows through the word vectors, labelled by the words.",
     )],
-    context: Annotated[Optional[str], typer.Option(
+    context: Annotated[str | None, typer.Option(
         "--context", "-c", metavar="Z", show_default=False,
         help="Cross-attention: keys and values come from Z (a matrix file or a sentence) instead of X.",
     )] = None,
@@ -91,7 +99,7 @@ def self_attention(
         "--heads", "-H", min=1,
         help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
     )] = 1,
-    head: Annotated[Optional[int], typer.Option(
+    head: Annotated[int | None, typer.Option(
         "--head", min=0, show_default=False,
         help="Show only head N (numbered from 0) on the terminal, and write only its n_q×n_k weights "
              "with --emit weights in csv/tsv/npy. JSON always holds every head.",
@@ -101,11 +109,11 @@ def self_attention(
         help="Seed of the random W_Q, W_K, W_V: each d×d' matrix is drawn from N(0, 1/d) (LeCun normal), "
              "so projected features stay as large as the inputs and the scores near 1.",
     )] = 0,
-    d_attn: Annotated[Optional[int], typer.Option(
+    d_attn: Annotated[int | None, typer.Option(
         "--d-attn", min=1, show_default=False,
         help="Width of random W_Q and W_K (the attention space). Default: the width of a given W_Q or W_K, else d_in.",
     )] = None,
-    d_out: Annotated[Optional[int], typer.Option(
+    d_out: Annotated[int | None, typer.Option(
         "--d-out", min=1, show_default=False,
         help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
     )] = None,
@@ -183,7 +191,7 @@ class SelfProblem:
         return None if m is None else m.values
 
 
-def load_self_problem(source: str, context: Optional[str], files: dict, mask_file: Optional[str],
+def load_self_problem(source: str, context: str | None, files: dict, mask_file: str | None,
                       vectors: tuple, columns: bool) -> SelfProblem:
     """Read X (a file, a bundle or a sentence), the context, the weight files and the mask.
 
@@ -271,7 +279,7 @@ def _transposed(m):
 def _sentence_matrix(text: str, table):
     """One row per word of the sentence: its vector, labelled by the word."""
     from attncli.readers import Matrix
-    from attncli.vectors import phrase_words
+    from attncli.vectors.table import phrase_words
 
     words = phrase_words(text)
     if not words:
@@ -279,10 +287,10 @@ def _sentence_matrix(text: str, table):
     return Matrix(table.lookup(words), words, None)
 
 
-def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: Optional[int],
-                 d_out: Optional[int], causal) -> tuple[Any, list[str]]:
+def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: int | None,
+                 d_out: int | None, causal) -> tuple[Any, list[str]]:
     """Draw the missing W_Q, W_K, W_V and run the multi-head maths -> (steps, names drawn)."""
-    from attncli.multihead import multi_head_attention_steps, random_projection
+    from attncli.core.multihead import multi_head_attention_steps, random_projection
 
     x = problem.x.values
     z = x if problem.z is None else problem.z.values
@@ -305,7 +313,7 @@ def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: Optiona
     return steps, [WEIGHTS[name] for name in drawn]
 
 
-def _width(option: str, value: Optional[int], problem: SelfProblem, names: tuple, default: int) -> int:
+def _width(option: str, value: int | None, problem: SelfProblem, names: tuple, default: int) -> int:
     """Columns of a random projection: the option, else a given sibling's width, else the default.
     An option that disagrees with a given matrix is a usage error, not silently ignored."""
     given = [(n, problem.given(n)) for n in names if problem.given(n) is not None]
@@ -358,12 +366,12 @@ def _dims(problem: SelfProblem, steps, n_head: int) -> dict:
     return dims
 
 
-def _output_columns(problem: SelfProblem) -> Optional[list[str]]:
+def _output_columns(problem: SelfProblem) -> list[str] | None:
     last = problem.weights.get("wo", problem.weights.get("wv"))
     return None if last is None else last.col_labels
 
 
-def _weights_to_emit(problem: SelfProblem, weights, head: Optional[int], fmt: Format) -> Emitted:
+def _weights_to_emit(problem: SelfProblem, weights, head: int | None, fmt: Format) -> Emitted:
     """One head as n_q×n_k; else npy gets [heads, n_q, n_k] and csv/tsv every
     head's rows stacked, labelled head:query."""
     keys = problem.context.row_labels
@@ -380,7 +388,7 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     """Header, one heatmap per head (or the one --head asks for), the output."""
     from rich.text import Text
 
-    from attncli.render import heatmap, number_table, stack
+    from attncli.output.render import heatmap, number_table, stack
 
     n_head = dims["heads"]
     kind = "self-attention" if problem.z is None else "cross-attention"

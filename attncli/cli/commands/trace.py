@@ -3,13 +3,13 @@ computed in numpy through attncli's own ``attention``."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import typer
 
-from attncli.commands.common import (
-    Emitted, Format, HtmlOption, PrecisionOption, Result, SvgOption, emit, read_bytes,
-)
+from attncli.cli.emit import Emitted, Format, Result, emit
+from attncli.cli.io import read_bytes
+from attncli.cli.options import HtmlOption, PrecisionOption, SvgOption
 from attncli.errors import UsageError
 
 EXAMPLES = """\b
@@ -22,7 +22,7 @@ Examples:
 """
 
 
-TraceFormatOption = Annotated[Optional[Format], typer.Option(
+TraceFormatOption = Annotated[Format | None, typer.Option(
     "--format", "-f", show_default=False,
     help="table, json, csv, tsv or npy. Default: table on a terminal, json in a pipe. "
          "npy writes the weights, 4-D; csv/tsv one head's matrix (one --layer, one --head).",
@@ -33,20 +33,20 @@ def trace(
     text: Annotated[str, typer.Argument(
         metavar="TEXT", show_default=False, help="The text to run through the model; '-' reads it from stdin.",
     )],
-    model: Annotated[Optional[str], typer.Option(
+    model: Annotated[str | None, typer.Option(
         "--model", "-m", envvar="ATTN_MODEL", show_default=False,
         help="A Hugging Face BERT folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
              "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
     )] = None,
-    layers: Annotated[Optional[list[int]], typer.Option(
+    layers: Annotated[list[int] | None, typer.Option(
         "--layer", "-l", show_default=False,
         help="Show this layer (from 0; -1 is the last). Repeat for more. Default: every layer.",
     )] = None,
-    heads: Annotated[Optional[list[int]], typer.Option(
+    heads: Annotated[list[int] | None, typer.Option(
         "--head", show_default=False,
         help="Show this head (from 0; -1 is the last). Repeat for more. Default: every head.",
     )] = None,
-    query: Annotated[Optional[str], typer.Option(
+    query: Annotated[str | None, typer.Option(
         "--query", "-q", metavar="TOKEN", show_default=False,
         help="One token's attention only (a word of the text, or a token's position): "
              "on a terminal, one compact table of where it looks in every layer and head.",
@@ -86,7 +86,7 @@ class Selection:
     """The part of a trace to show: layers, heads, query rows and key columns."""
 
     def __init__(self, trace, layers: list[int], heads: list[int], rows: list[int], cols: list[int],
-                 query: Optional[int]):
+                 query: int | None):
         import numpy as np
 
         self.trace, self.layers, self.heads, self.rows, self.cols, self.query = \
@@ -111,7 +111,7 @@ class Selection:
                    shown if q is None else [q], shown, q)
 
 
-def pick(option: str, chosen: Optional[list[int]], n: int, what: str) -> list[int]:
+def pick(option: str, chosen: list[int] | None, n: int, what: str) -> list[int]:
     """Indices from the command line (negative counts from the end), checked, in
     the order given without repeats; all of them when none were given."""
     if not chosen:
@@ -148,7 +148,7 @@ def trace_result(model, sel: Selection, *, explicit: bool, precision: int) -> Re
     import numpy as np
     from rich.text import Text
 
-    from attncli.render import heatmap, stack
+    from attncli.output.render import heatmap, stack
 
     config, w = model.config, sel.weights
     shown = np.round(w, precision)  # tables: 0.00 rather than 3.19e-03 for a weight too small to matter
@@ -190,7 +190,7 @@ def query_grid(sel: Selection, precision: int):
     from rich.table import Table
     from rich.text import Text
 
-    from attncli.render import cell_style, fmt
+    from attncli.output.render import cell_style, fmt
 
     w = sel.weights[:, :, 0, :]  # [layers, heads, keys]
     top = float(w.max()) or 1.0

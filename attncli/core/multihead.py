@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from attncli.core.kernel import Causal, Steps, _broadcasts_to, _result_dtype, _shape, attention_steps
 from attncli.errors import AttnError, ShapeError, UsageError
-from attncli.maths import Causal, Steps, _broadcasts_to, _result_dtype, _shape, attention_steps
 
 
 @dataclass

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import IO, Any, Iterator
+from collections.abc import Iterator
+from typing import IO, Any
 
 
 def number_strings(values: Any) -> Any:

@@ -1,0 +1,64 @@
+"""``attn run``: attention on Q, K and V from files."""
+
+from __future__ import annotations
+
+from attncli.cli.emit import MATRIX_FORMATS, Result, choose_format, emit
+from attncli.cli.options import (
+    AlignOption,
+    CausalOption,
+    Emit,
+    EmitOption,
+    FilesArgument,
+    FormatOption,
+    HtmlOption,
+    MaskOption,
+    PrecisionOption,
+    ScaleOption,
+    Similarity,
+    SimilarityOption,
+    SvgOption,
+    TemperatureOption,
+)
+from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result, settings
+
+EXAMPLES = """\b
+Examples:
+  attn run samples/q.csv samples/k.csv samples/v.csv
+  attn run samples/colors.yaml               # one bundle: q, k, v
+  cat q.csv | attn run - k.csv v.csv | jq .output
+  attn run q.npy k.npy v.npy -f npy --emit weights > w.npy
+  attn run q.csv k.csv v.csv --causal --scale 0.5 --mask mask.csv
+  attn run samples/colors.yaml --svg colors.svg --html colors.html
+"""
+
+
+
+def run(
+    files: FilesArgument,
+    mask: MaskOption = None,
+    causal: CausalOption = False,
+    causal_align: AlignOption = None,
+    scale: ScaleOption = None,
+    temperature: TemperatureOption = 1.0,
+    similarity: SimilarityOption = Similarity.dot,
+    fmt: FormatOption = None,
+    emit_which: EmitOption = Emit.output,
+    precision: PrecisionOption = 3,
+    svg: SvgOption = None, html: HtmlOption = None,
+) -> None:
+    """Compute softmax(QKᵀ/√d_k)V on matrices from files.
+
+    On a terminal: a heatmap of the weights (queries down, keys across) and the
+    outputs. In a pipe: one JSON object with queries, keys, weights, output and
+    scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
+    """
+    problem = load_problem(files, mask)
+    options = settings(scale, temperature, similarity, causal, causal_align)
+    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
+        # Only the output is written: the blocked kernel never holds the weights.
+        emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, **options))}), fmt)
+        return
+    steps = compute(problem, **options)
+    result = run_result(problem, steps, precision, options)
+    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
+

@@ -1,0 +1,19 @@
+"""Words into vectors for the commands that take words (lookup, self)."""
+
+from __future__ import annotations
+
+from attncli.errors import UsageError
+
+
+def word_vectors(path: str | None, words_file: str | None, texts: list[str]):
+    """The bundled table, or the user's file read only as far as these words need."""
+    from attncli.vectors.table import load_default, phrase_words
+
+    if path is None:
+        if words_file is not None:
+            raise UsageError("--words goes with a .npy --vectors file")
+        return load_default()
+    from attncli.vectors.files import read_vectors
+
+    wanted = {w for text in texts for w in phrase_words(text)}
+    return read_vectors(path, words=words_file, wanted=wanted)

@@ -1,1 +1,0 @@
-"""One module per ``attn`` command; ``common`` holds what they share."""

@@ -1,0 +1,1 @@
+"""The maths of attention in numpy: no files, no Typer, no Rich."""

@@ -1,0 +1,1 @@
+"""Results out: exact data writers, Rich views, colours and pictures."""

@@ -1,0 +1,1 @@
+"""Word vectors: the bundled GloVe table (``table``) and your own files (``files``)."""
