@@ -15,6 +15,7 @@ from typing import Literal, Union
 
 import numpy as np
 
+from attncli.core.arrays import broadcasts_to, check_positive, result_dtype, shape_text, unit_rows
 from attncli.core.parallel import map_blocks
 from attncli.errors import AttnError, ShapeError, UsageError
 
@@ -95,24 +96,18 @@ def _check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
             raise ShapeError(f"{name} must be a matrix (rows × columns), got shape {m.shape}")
     if q.shape[-1] != k.shape[-1]:
         raise ShapeError(
-            f"Q is {_shape(q)} but K is {_shape(k)}",
+            f"Q is {shape_text(q)} but K is {shape_text(k)}",
             hint="Q and K need the same number of columns, d_k",
         )
     if k.shape[-2] != v.shape[-2]:
         raise ShapeError(
-            f"K is {_shape(k)} but V is {_shape(v)}",
+            f"K is {shape_text(k)} but V is {shape_text(v)}",
             hint="K and V need the same number of rows: one value per key",
         )
 
 
-def _shape(m: np.ndarray | tuple[int, ...]) -> str:
-    return "×".join(str(n) for n in (m if isinstance(m, tuple) else m.shape))
 
 
-def _unit_rows(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1; an all-zero row stays zero (cosine 0, as torch's eps)."""
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x / np.maximum(norm, np.finfo(x.dtype).tiny)
 
 
 def default_scale(d_k: int, similarity: Similarity = "dot") -> float:
@@ -121,9 +116,6 @@ def default_scale(d_k: int, similarity: Similarity = "dot") -> float:
     return 1.0 / math.sqrt(d_k) if similarity == "dot" else 1.0
 
 
-def _result_dtype(*arrays: np.ndarray) -> np.dtype:
-    dtype = np.result_type(*arrays)
-    return dtype if dtype.kind == "f" and dtype.itemsize >= 4 else np.dtype(np.float64)
 
 
 # Block sizes of the kernel: a query block's logits ([rows, key block]) take
@@ -161,12 +153,12 @@ class _Problem:
 
 def _prepare(q, k, v, scale, mask, causal, similarity, temperature) -> _Problem:
     """Check every input once, before any arithmetic, and gather them."""
-    dtype = _result_dtype(q, k, v)
+    dtype = result_dtype(q, k, v)
     # np.asarray keeps a memory-mapped float array mapped when its dtype fits.
     q, k, v = (np.asarray(m, dtype=dtype) for m in (q, k, v))
     _check_shapes(q, k, v)
-    _check_positive("scale", scale)
-    _check_positive("temperature", temperature)
+    check_positive("scale", scale)
+    check_positive("temperature", temperature)
     n_q, d_k, n_k = q.shape[-2], q.shape[-1], k.shape[-2]
     if similarity not in ("dot", "cosine"):
         raise AttnError(f"unknown similarity {similarity!r}", hint="use dot or cosine")
@@ -176,9 +168,9 @@ def _prepare(q, k, v, scale, mask, causal, similarity, temperature) -> _Problem:
     logits_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (n_q, n_k)
     allowed, bias = split_mask(mask)
     for m in (allowed, bias):
-        if m is not None and not _broadcasts_to(m.shape, logits_shape):
+        if m is not None and not broadcasts_to(m.shape, logits_shape):
             raise ShapeError(
-                f"the mask is {_shape(m)} but the weights are {_shape(logits_shape)} (queries × keys)",
+                f"the mask is {shape_text(m)} but the weights are {shape_text(logits_shape)} (queries × keys)",
                 hint=f"give a {n_q}×{n_k} mask, or 1×{n_k} for every query",
             )
     allowed, bias = (None if m is None else np.atleast_2d(m) for m in (allowed, bias))
@@ -216,7 +208,7 @@ def _block_logits(p: _Problem, rows: slice, cols: slice, keep: bool):
     """
     qb, kb = p.q[..., rows, :], p.k[..., cols, :]  # [..., r, d_k], [..., c, d_k]
     if p.cosine:
-        qb, kb = _unit_rows(qb), _unit_rows(kb)  # row by row: the same as on whole matrices
+        qb, kb = unit_rows(qb), unit_rows(kb)  # row by row: the same as on whole matrices
     factor = p.scale / p.temperature  # a python float keeps float32 in float32
     kt = np.swapaxes(kb, -1, -2)  # [..., d_k, c]
     with np.errstate(over="ignore", invalid="ignore"):
@@ -426,13 +418,4 @@ def attention(
     return output, weights
 
 
-def _check_positive(name: str, value: float | None) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{name} must be a positive finite number, got {value}")
 
-
-def _broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
-    try:
-        return np.broadcast_shapes(shape, target) == target
-    except ValueError:
-        return False

@@ -131,10 +131,11 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     import numpy as np
     from rich.text import Text
 
-    from attncli.core.kernel import _check_positive, softmax
+    from attncli.core.arrays import check_positive
+    from attncli.core.kernel import softmax
     from attncli.output.render import ColumnBlocks, cell_style, fmt, short, stack
 
-    _check_positive("temperature", temperature)
+    check_positive("temperature", temperature)
     scaled = x / temperature
     weights = softmax(scaled)
     peak = float(scaled.max())
