@@ -2,30 +2,36 @@
 
 Python API::
 
-    from attncli import attention
+    from attncli import attention, AttentionOptions
     output, weights = attention(q, k, v)             # [n_q, d_v], [n_q, n_k]
+    output, weights = attention(q, k, v, AttentionOptions(causal="top-left", temperature=2))
     output, weights = multi_head_attention(x, w_q, w_k, w_v, n_head=2)  # [n_q, d_v], [2, n_q, n_k]
 
 numpy is imported on first use, so ``attn --help`` stays fast. The maths
-live in ``attncli.core.kernel`` (not ``attncli.attention``, which would shadow the
-function of that name) and ``attncli.core.multihead``.
+live in ``attncli.core`` (see its ``__init__`` for the modules).
 """
 
-__version__ = "0.1.0"
-__all__ = ["attention", "attention_steps", "softmax", "causal_mask", "multi_head_attention", "AttnError"]
+__version__ = "0.2.0"
+__all__ = [
+    "AttentionOptions", "AttnError", "attention", "attention_blocked", "attention_steps", "causal_mask",
+    "multi_head_attention", "softmax",
+]
+
+_LAZY = {
+    "attention": "attncli.core.api",
+    "attention_steps": "attncli.core.api",
+    "attention_blocked": "attncli.core.api",
+    "AttentionOptions": "attncli.core.options",
+    "softmax": "attncli.core.reference",
+    "causal_mask": "attncli.core.logits",
+    "multi_head_attention": "attncli.core.multihead",
+    "AttnError": "attncli.errors",
+}
 
 
 def __getattr__(name: str):
-    if name in ("attention", "attention_steps", "softmax", "causal_mask"):
-        from attncli.core import kernel as maths
+    if name in _LAZY:
+        import importlib
 
-        return getattr(maths, name)
-    if name == "multi_head_attention":
-        from attncli.core.multihead import multi_head_attention
-
-        return multi_head_attention
-    if name == "AttnError":
-        from attncli.errors import AttnError
-
-        return AttnError
+        return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'attncli' has no attribute {name!r}")

@@ -34,7 +34,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from attncli.core.kernel import attention_blocked  # noqa: E402  (after the path is set)
+from attncli.core.api import attention_blocked  # noqa: E402  (after the path is set)
 
 BARE_APP = """\
 import numpy

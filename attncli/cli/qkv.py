@@ -83,7 +83,7 @@ def causal_setting(causal: bool, align: Align | None):
 
 
 def compute(problem: Problem, **options):
-    from attncli.core.kernel import attention_steps
+    from attncli.core.api import attention_steps
 
     return attention_steps(
         problem.q.values, problem.k.values, problem.v.values,
@@ -93,7 +93,7 @@ def compute(problem: Problem, **options):
 
 def compute_output(problem: Problem, **options):
     """The output alone, from the blocked kernel, with a progress bar on a terminal."""
-    from attncli.core.kernel import attention_blocked
+    from attncli.core.api import attention_blocked
 
     with progress_bar("attention") as progress:
         return attention_blocked(

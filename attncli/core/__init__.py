@@ -1,1 +1,11 @@
-"""The maths of attention in numpy: no files, no Typer, no Rich."""
+"""The maths of attention in numpy: no files, no Typer, no Rich.
+
+options.py    AttentionOptions: every setting of one call
+logits.py     inputs checked once; scores; ``combine``, the one place options act
+reference.py  softmax and attention written as the equation, keeping every step
+kernel.py     the blocked online-softmax kernel (an implementation choice)
+parallel.py   the thread pool over blocks
+api.py        attention(), attention_steps(), attention_blocked()
+multihead.py  projections, heads, multi-head attention
+arrays.py     small shared helpers (shapes as text, dtypes, unit rows)
+"""

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from attncli.core.arrays import broadcasts_to, result_dtype, shape_text
-from attncli.core.kernel import Causal, Steps, attention_steps
+from attncli.core.options import AttentionOptions
+from attncli.core.reference import Steps, reference
 from attncli.errors import AttnError, ShapeError, UsageError
 
 
@@ -83,18 +85,22 @@ def multi_head_attention_steps(
     b_v: np.ndarray | None = None,
     b_o: np.ndarray | None = None,
     n_head: int = 1,
-    mask: np.ndarray | None = None,
-    causal: Causal = False,
+    options: AttentionOptions | None = None,
+    **keywords: Any,
 ) -> MultiHeadSteps:
     """Multi-head attention of X over a context Z (X itself when None), keeping every step.
 
     [n_q, d_in], W_Q [d_in, d_attn], W_K [d_z, d_attn], W_V [d_z, d_v]
     -> output [n_q, d_out] (d_out = d_v without W_O) and weights [n_head, n_q, n_k].
-    Each head attends with scale 1/√(d_attn / n_head). Biases are vectors (a
-    single row or column is accepted). ``mask`` and ``causal`` are as in
-    ``attention_steps`` and apply to every head. Shapes that do not chain raise
-    a ShapeError naming both shapes.
+    Each head attends with scale 1/√(d_attn / n_head) unless the options say
+    otherwise. Biases are vectors (a single row or column is accepted). The
+    attention settings (``options``, or the keywords of ``attention``: mask,
+    causal, scale, ...) apply to every head. Shapes that do not chain raise a
+    ShapeError naming both shapes.
     """
+    if options is not None and keywords:
+        raise UsageError(f"give AttentionOptions or keywords ({', '.join(keywords)}), not both")
+    options = options if options is not None else AttentionOptions.from_keywords(**keywords)
     if isinstance(n_head, bool) or not isinstance(n_head, int) or n_head < 1:
         raise UsageError(f"the number of heads must be a positive whole number, got {n_head}")
     z_name = "X" if context is None else "Z"
@@ -106,19 +112,20 @@ def multi_head_attention_steps(
                           for name, b in (("b_q", b_q), ("b_k", b_k), ("b_v", b_v), ("b_o", b_o)))
     _check_projections(x, z, z_name, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, n_head)
     n_q, n_k = x.shape[0], z.shape[0]
-    if mask is not None and not broadcasts_to(np.shape(mask), (n_q, n_k)):
-        raise ShapeError(
-            f"the mask is {shape_text(np.asarray(mask))} but each head's weights are {n_q}×{n_k} (queries × keys)",
-            hint=f"give a {n_q}×{n_k} mask, or 1×{n_k} for every query",
-        )
+    for m in (options.mask, options.bias):
+        if m is not None and not broadcasts_to(m.shape, (n_q, n_k)):
+            raise ShapeError(
+                f"the mask is {shape_text(m)} but each head's weights are {n_q}×{n_k} (queries × keys)",
+                hint=f"give a {n_q}×{n_k} mask, or 1×{n_k} for every query",
+            )
 
     with np.errstate(over="ignore", invalid="ignore"):
         q = linear(x, w_q, b_q)  # [n_q, d_in] @ [d_in, d_attn] -> [n_q, d_attn]
         k = linear(z, w_k, b_k)  # [n_k, d_z] @ [d_z, d_attn] -> [n_k, d_attn]
         v = linear(z, w_v, b_v)  # [n_k, d_z] @ [d_z, d_v] -> [n_k, d_v]
     _check_finite("the projections overflow: X, Z or the W hold numbers too large", q, k, v)
-    heads = attention_steps(  # [n_head, n_q, d_head], [n_head, n_k, d_head], [n_head, n_k, d_v/n_head]
-        split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head), mask=mask, causal=causal,
+    heads = reference(  # [n_head, n_q, d_head], [n_head, n_k, d_head], [n_head, n_k, d_v/n_head]
+        split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head), options,
     )  # weights [n_head, n_q, n_k], output [n_head, n_q, d_v / n_head]
     merged = merge_heads(heads.output)  # -> [n_q, d_v]
     with np.errstate(over="ignore", invalid="ignore"):

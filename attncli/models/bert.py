@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.core.kernel import attention
+from attncli.core.api import attention
 from attncli.errors import AttnError, ShapeError
 
 

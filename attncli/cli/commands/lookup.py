@@ -95,7 +95,7 @@ def lookup(
 
     import numpy as np
 
-    from attncli.core.kernel import attention_steps
+    from attncli.core.api import attention_steps
 
     v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
     steps = attention_steps(q, k, v, **options)

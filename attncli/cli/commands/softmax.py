@@ -132,7 +132,7 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     from rich.text import Text
 
     from attncli.core.arrays import check_positive
-    from attncli.core.kernel import softmax
+    from attncli.core.reference import softmax
     from attncli.output.render import ColumnBlocks, cell_style, fmt, short, stack
 
     check_positive("temperature", temperature)
