@@ -3,12 +3,20 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+import typing
+from collections.abc import Callable
+from dataclasses import dataclass
 from enum import Enum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from attncli.cli.emit import Format
+
+if TYPE_CHECKING:
+    from attncli.core.options import AttentionOptions
 
 
 class Similarity(str, Enum):
@@ -54,7 +62,8 @@ ScaleOption = Annotated[float | None, typer.Option(
     show_default=False,
 )]
 TemperatureOption = Annotated[float, typer.Option(
-    "--temperature", "-t", help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them.",
+    "--temperature", "-t",
+    help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them.",
 )]
 SimilarityOption = Annotated[Similarity, typer.Option(
     "--similarity",
@@ -95,3 +104,84 @@ WordsOption = Annotated[str | None, typer.Option(
     "--words", metavar="FILE", show_default=False,
     help="For a .npy --vectors matrix: its words, one per line, in row order.",
 )]
+
+
+# --- the attention options, declared once --------------------------------------------------------
+
+
+@dataclass
+class AttentionFlags:
+    """The attention options as typed on the command line; ``build`` makes them
+    the core's ``AttentionOptions`` once the mask file is read."""
+
+    mask: str | None = None  # a file: which keys each query may attend to
+    causal: bool = False
+    causal_align: Align | None = None
+    scale: float | None = None
+    temperature: float = 1.0
+    similarity: Similarity = Similarity.dot
+
+    def build(self, mask: Any = None) -> AttentionOptions:
+        """AttentionOptions from these flags and the mask as read (a Matrix, or None)."""
+        from attncli.core.options import AttentionOptions, split_mask
+
+        allowed, bias = split_mask(None if mask is None else mask.values)
+        if self.causal_align is not None:
+            causal = self.causal_align.value
+        else:
+            causal = "top-left" if self.causal else None
+        return AttentionOptions(scale=self.scale, temperature=self.temperature, similarity=self.similarity.value,
+                                causal=causal, mask=allowed, bias=bias)
+
+
+FROM_OPTIONS = AttentionFlags()  # the placeholder default of ``attention``: @attention_options fills it in
+
+# Each attention option once: its Annotated alias and its default, in the order help shows them.
+ATTENTION_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "mask": (MaskOption, None),
+    "causal": (CausalOption, False),
+    "causal_align": (AlignOption, None),
+    "scale": (ScaleOption, None),
+    "temperature": (TemperatureOption, 1.0),
+    "similarity": (SimilarityOption, Similarity.dot),
+}
+
+
+def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the attention options (all, or those ``names``).
+
+    The command declares one parameter ``attention: AttentionFlags``; on the
+    command line it becomes these options, in its place, and the command is
+    called with the flags gathered into one ``AttentionFlags``::
+
+        @attention_options()
+        def run(files: FilesArgument, attention: AttentionFlags = FROM_OPTIONS, fmt: FormatOption = None): ...
+
+    Adding an attention option to every command is one entry in ATTENTION_OPTIONS
+    (and a field of AttentionFlags).
+    """
+    chosen = names or tuple(ATTENTION_OPTIONS)
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        hints = typing.get_type_hints(command, include_extras=True)
+        parameters = []
+        for parameter in inspect.signature(command).parameters.values():
+            if parameter.name == "attention":
+                for name in chosen:
+                    alias, default = ATTENTION_OPTIONS[name]
+                    parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=alias,
+                                                        default=default))
+            else:
+                parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY,
+                                                    annotation=hints.get(parameter.name, parameter.annotation)))
+
+        @functools.wraps(command)
+        def with_flags(**values: Any) -> Any:
+            flags = AttentionFlags(**{name: values.pop(name) for name in chosen})
+            return command(attention=flags, **values)
+
+        with_flags.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
+        with_flags.__annotations__ = {p.name: p.annotation for p in parameters}
+        return with_flags
+
+    return decorate

@@ -3,10 +3,15 @@ result both commands write, and the lines that say what the outputs mean."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from attncli.cli.emit import Emitted, Result
 from attncli.cli.io import check_stdin_once, progress_bar, read_bytes, read_matrix_arg, source_name
-from attncli.cli.options import Align, Similarity
 from attncli.errors import AttnError, UsageError
+
+if TYPE_CHECKING:
+    from attncli.core.options import AttentionOptions
+    from attncli.core.reference import Steps
 
 
 class Problem:
@@ -69,37 +74,19 @@ def load_problem(files: list[str], mask_file: str | None) -> Problem:
     return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None), meta)
 
 
-def settings(scale: float | None, temperature: float, similarity: Similarity, causal: bool,
-             causal_align: Align | None) -> dict:
-    """The attention options as ``compute`` and ``describe`` take them."""
-    return dict(scale=scale, temperature=temperature, similarity=similarity.value,
-                causal=causal_setting(causal, causal_align))
+def compute(problem: Problem, options: AttentionOptions) -> Steps:
+    """Every step, from the reference."""
+    from attncli.core.reference import reference
+
+    return reference(problem.q.values, problem.k.values, problem.v.values, options)
 
 
-def causal_setting(causal: bool, align: Align | None):
-    if align is not None:
-        return align.value
-    return "top-left" if causal else False
-
-
-def compute(problem: Problem, **options):
-    from attncli.core.api import attention_steps
-
-    return attention_steps(
-        problem.q.values, problem.k.values, problem.v.values,
-        mask=None if problem.mask is None else problem.mask.values, **options,
-    )
-
-
-def compute_output(problem: Problem, **options):
+def compute_output(problem: Problem, options: AttentionOptions):
     """The output alone, from the blocked kernel, with a progress bar on a terminal."""
-    from attncli.core.api import attention_blocked
+    from attncli.core.kernel import blocked
 
     with progress_bar("attention") as progress:
-        return attention_blocked(
-            problem.q.values, problem.k.values, problem.v.values,
-            mask=None if problem.mask is None else problem.mask.values, progress=progress, **options,
-        )
+        return blocked(problem.q.values, problem.k.values, problem.v.values, options, progress=progress)
 
 
 def output_matrix(problem: Problem, output) -> Emitted:
@@ -107,24 +94,26 @@ def output_matrix(problem: Problem, output) -> Emitted:
     return Emitted(output, problem.q.row_labels, problem.v.col_labels)
 
 
-def describe(steps, d_k: int, options: dict) -> str:
-    """'scale 1/√3 = 0.5774' and the other settings in force, for the header."""
-    if options.get("scale") is not None:
+def describe(steps: Steps, d_k: int, options: AttentionOptions) -> str:
+    """'scale 1/√3 = 0.5774' and the other settings in force, for the header.
+    With several heads, ``d_k`` is a head's width and the mask count is one head's."""
+    if options.scale is not None:
         parts = [f"scale {steps.scale:g}"]
-    elif options.get("similarity") == "cosine":
+    elif options.similarity == "cosine":
         parts = ["cosine similarity", "scale 1"]
     else:
         parts = [f"scale 1/√{d_k} = {steps.scale:.4g}"]
-    if options.get("temperature", 1) != 1:
-        parts.append(f"temperature {options['temperature']:g}")
-    if options.get("causal"):
-        parts.append(f"causal ({options['causal']})")
+    if options.temperature != 1:
+        parts.append(f"temperature {options.temperature:g}")
+    if options.causal is not None:
+        parts.append(f"causal ({options.causal})")
     if steps.allowed is not None:
-        parts.append(f"{int((~steps.allowed).sum())} of {steps.allowed.size} pairs masked")
+        allowed = steps.allowed.reshape(-1, *steps.allowed.shape[-2:])[0]  # [n_q, n_k], the first head's
+        parts.append(f"{int((~allowed).sum())} of {allowed.size} pairs masked")
     return " · ".join(parts)
 
 
-def run_result(problem: Problem, steps, precision: int, options: dict) -> Result:
+def run_result(problem: Problem, steps, precision: int, options: AttentionOptions) -> Result:
     """JSON, table view and emittable matrices of one attention run."""
     q, k, v = problem.q, problem.k, problem.v
     n_q, d_k = q.shape
@@ -136,9 +125,9 @@ def run_result(problem: Problem, steps, precision: int, options: dict) -> Result
         "weights": steps.weights,
         "output": steps.output,
         "scale": steps.scale,
-        "temperature": options["temperature"],
-        "similarity": options["similarity"],
-        "causal": options["causal"],
+        "temperature": options.temperature,
+        "similarity": options.similarity,
+        "causal": options.causal or False,
         "shapes": {"q": [n_q, d_k], "k": [n_k, d_k], "v": [n_k, d_v]},
         **colour_data(problem, steps),
     }

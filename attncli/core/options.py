@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal, Union
+from typing import Literal
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from attncli.errors import AttnError
 Similarity = Literal["dot", "cosine"]
 CausalAlign = Literal["top-left", "bottom-right"]
 # The Python API's ``causal=``: False, True (= "top-left"), or an alignment.
-Causal = Union[bool, CausalAlign]
+Causal = bool | CausalAlign
 
 SIMILARITIES: tuple[Similarity, ...] = ("dot", "cosine")
 CAUSAL_ALIGNS: tuple[CausalAlign, ...] = ("top-left", "bottom-right")

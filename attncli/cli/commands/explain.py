@@ -6,29 +6,28 @@ of the seeds: inputs, scores QKᵀ, scaling, mask, softmax, weighted sum.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attncli.cli.emit import Result, emit
 from attncli.cli.options import (
-    AlignOption,
-    CausalOption,
+    FROM_OPTIONS,
+    AttentionFlags,
     Emit,
     EmitOption,
     FilesArgument,
     FormatOption,
     HtmlOption,
-    MaskOption,
     PrecisionOption,
-    ScaleOption,
-    Similarity,
-    SimilarityOption,
     SvgOption,
-    TemperatureOption,
+    attention_options,
 )
-from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, settings, shown_labels
+from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
 from attncli.errors import UsageError
+
+if TYPE_CHECKING:
+    from attncli.core.options import AttentionOptions
 
 EXAMPLES = """\b
 Examples:
@@ -42,6 +41,7 @@ Examples:
 TERMS = 8  # terms written out in a sum before the rest are summarised
 
 
+@attention_options()
 def explain(
     files: FilesArgument,
     query: Annotated[str | None, typer.Option(
@@ -49,12 +49,7 @@ def explain(
         help="The query whose dot product and weighted sum are written out term by term: "
              "its row number (from 0) or its label. Default: the first.",
     )] = None,
-    mask: MaskOption = None,
-    causal: CausalOption = False,
-    causal_align: AlignOption = None,
-    scale: ScaleOption = None,
-    temperature: TemperatureOption = 1.0,
-    similarity: SimilarityOption = Similarity.dot,
+    attention: AttentionFlags = FROM_OPTIONS,
     fmt: FormatOption = None,
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
@@ -67,9 +62,9 @@ def explain(
     out term by term for one query. Takes the same inputs and options as
     'attn run'. In a pipe: JSON with scores, scaled, logits, weights, output.
     """
-    problem = load_problem(files, mask)
-    options = settings(scale, temperature, similarity, causal, causal_align)
-    steps = compute(problem, **options)
+    problem = load_problem(files, attention.mask)
+    options = attention.build(problem.mask)
+    steps = compute(problem, options)
     result = explain_result(problem, steps, precision, options, pick_query(problem, query))
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
 
@@ -87,17 +82,17 @@ def pick_query(problem: Problem, query: str | None) -> int:
     raise UsageError(f"--query {query}: no such query", hint=f"Q has {rows}; give a number or a label")
 
 
-def explain_result(problem: Problem, steps, precision: int, options: dict, i: int) -> Result:
+def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int) -> Result:
     """JSON with every step, and the step-by-step view, for query row ``i``."""
     import math
 
     base = run_result(problem, steps, precision, options)  # the JSON fields and matrices run writes
-    scaled = steps.scores * steps.scale / options["temperature"]
+    scaled = steps.scores * steps.scale / options.temperature
     data = {
         "queries": base.data["queries"], "keys": base.data["keys"], "columns": base.data["columns"],
         "query": problem.queries[i], "query_index": i,
         "q": problem.q.values, "k": problem.k.values, "v": problem.v.values,
-        "scores": steps.scores, "scale": steps.scale, "temperature": options["temperature"],
+        "scores": steps.scores, "scale": steps.scale, "temperature": options.temperature,
         "scaled": scaled,
         "allowed": steps.allowed,
         # scaled scores plus the mask; a forbidden pair (-inf) is null, as JSON has no infinity
@@ -108,7 +103,7 @@ def explain_result(problem: Problem, steps, precision: int, options: dict, i: in
     return Result(data, explain_view(problem, steps, precision, options, i, scaled), base.matrices)
 
 
-def explain_view(problem: Problem, steps, precision: int, options: dict, i: int, scaled):
+def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled):
     """The steps one under another: a heading, a sentence or two, the numbers."""
     import itertools
 
@@ -162,9 +157,9 @@ def explain_view(problem: Problem, steps, precision: int, options: dict, i: int,
     return stack(*sections)
 
 
-def score_sentences(problem: Problem, options: dict, i: int, precision: int) -> list[str]:
+def score_sentences(problem: Problem, options: AttentionOptions, i: int, precision: int) -> list[str]:
     """What a score is, and the first one written out for query ``i``."""
-    if options["similarity"] == "cosine":
+    if options.similarity == "cosine":
         return ["A score is the cosine similarity of a query and a key: the dot product of the two rows "
                 "scaled to length 1, from −1 (opposite directions) to 1 (the same direction)."]
     from attncli.output.render import short
@@ -179,17 +174,17 @@ def score_sentences(problem: Problem, options: dict, i: int, precision: int) -> 
     ]
 
 
-def scale_sentences(steps, d_k: int, options: dict) -> list[str]:
+def scale_sentences(steps, d_k: int, options: AttentionOptions) -> list[str]:
     """Which scale, and why."""
-    if options["scale"] is not None:
+    if options.scale is not None:
         first = f"The scores are multiplied by {steps.scale:g}, as --scale asks."
-    elif options["similarity"] == "cosine":
+    elif options.similarity == "cosine":
         first = "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1)."
     else:
         first = (f"The scores are multiplied by 1/√d_k = 1/√{d_k} = {steps.scale:.4g}: dot products of "
                  "longer vectors spread wider, and scaling keeps softmax from piling all the weight "
                  "on one key.")
-    temperature = options["temperature"]
+    temperature = options.temperature
     second = None if temperature == 1 else (
         f"Then they are divided by the temperature {temperature:g}, which "
         f"{'flattens' if temperature > 1 else 'sharpens'} the weights.")

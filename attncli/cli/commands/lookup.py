@@ -11,17 +11,16 @@ import typer
 from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.io import read_bytes, source_name
 from attncli.cli.options import (
+    FROM_OPTIONS,
+    AttentionFlags,
     Emit,
     FormatOption,
     HtmlOption,
     PrecisionOption,
-    ScaleOption,
-    Similarity,
-    SimilarityOption,
     SvgOption,
-    TemperatureOption,
     VectorsOption,
     WordsOption,
+    attention_options,
 )
 from attncli.cli.qkv import describe
 from attncli.cli.words import word_vectors
@@ -39,6 +38,7 @@ Examples:
 """
 
 
+@attention_options("scale", "temperature", "similarity")
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
@@ -66,9 +66,7 @@ def lookup(
              "instead of word vectors. Its embeddings are unit length, so the scores are cosines, "
              "scaled by 1 (as with --similarity cosine) unless --scale says otherwise.",
     )] = None,
-    scale: ScaleOption = None,
-    temperature: TemperatureOption = 1.0,
-    similarity: SimilarityOption = Similarity.dot,
+    attention: AttentionFlags = FROM_OPTIONS,
     fmt: FormatOption = None,
     emit_which: Annotated[Emit | None, typer.Option(
         "--emit", show_default=False,
@@ -89,16 +87,16 @@ def lookup(
     space = embedding(model, vectors, words_file, [*queries, *key_names])
     q = space.embed(queries)  # [n_q, d]
     k = space.embed(key_names)  # [n_k, d]
+    options = attention.build()
     if model is not None:  # unit-length embeddings: the dot is a cosine, scored as one (scale 1)
-        similarity = Similarity.cosine
-    options = dict(scale=scale, temperature=temperature, similarity=similarity.value)
+        options = options.but(similarity="cosine")
 
     import numpy as np
 
-    from attncli.core.api import attention_steps
+    from attncli.core.reference import reference
 
     v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
-    steps = attention_steps(q, k, v, **options)
+    steps = reference(q, k, v, options)
     which = (emit_which or (Emit.output if value_matrix is not None else Emit.weights)).value
     if which == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
@@ -189,8 +187,8 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
         "scores": steps.scores,
         "weights": steps.weights,
         "scale": steps.scale,
-        "temperature": options["temperature"],
-        "similarity": options["similarity"],
+        "temperature": options.temperature,
+        "similarity": options.similarity,
         "vectors": {"name": space.name, "words": space.words, "dim": space.dim},
     }
     matrices = {"weights": Emitted(steps.weights, queries, keys)}

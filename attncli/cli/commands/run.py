@@ -4,22 +4,18 @@ from __future__ import annotations
 
 from attncli.cli.emit import MATRIX_FORMATS, Result, choose_format, emit
 from attncli.cli.options import (
-    AlignOption,
-    CausalOption,
+    FROM_OPTIONS,
+    AttentionFlags,
     Emit,
     EmitOption,
     FilesArgument,
     FormatOption,
     HtmlOption,
-    MaskOption,
     PrecisionOption,
-    ScaleOption,
-    Similarity,
-    SimilarityOption,
     SvgOption,
-    TemperatureOption,
+    attention_options,
 )
-from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result, settings
+from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
 
 EXAMPLES = """\b
 Examples:
@@ -31,16 +27,10 @@ Examples:
   attn run samples/colors.yaml --svg colors.svg --html colors.html
 """
 
-
-
+@attention_options()
 def run(
     files: FilesArgument,
-    mask: MaskOption = None,
-    causal: CausalOption = False,
-    causal_align: AlignOption = None,
-    scale: ScaleOption = None,
-    temperature: TemperatureOption = 1.0,
-    similarity: SimilarityOption = Similarity.dot,
+    attention: AttentionFlags = FROM_OPTIONS,
     fmt: FormatOption = None,
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
@@ -52,13 +42,13 @@ def run(
     outputs. In a pipe: one JSON object with queries, keys, weights, output and
     scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
     """
-    problem = load_problem(files, mask)
-    options = settings(scale, temperature, similarity, causal, causal_align)
+    problem = load_problem(files, attention.mask)
+    options = attention.build(problem.mask)
     if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
         # Only the output is written: the blocked kernel never holds the weights.
-        emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, **options))}), fmt)
+        emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
         return
-    steps = compute(problem, **options)
+    steps = compute(problem, options)
     result = run_result(problem, steps, precision, options)
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
 

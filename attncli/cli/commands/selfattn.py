@@ -14,26 +14,29 @@ import functools
 import os
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from attncli.cli.emit import Emitted, Format, Result, choose_format, emit
 from attncli.cli.io import check_stdin_once, read_bytes, source_name
 from attncli.cli.options import (
-    AlignOption,
-    CausalOption,
+    FROM_OPTIONS,
+    AttentionFlags,
     FormatOption,
     HtmlOption,
-    MaskOption,
     PrecisionOption,
     SvgOption,
     VectorsOption,
     WordsOption,
+    attention_options,
 )
-from attncli.cli.qkv import causal_setting
+from attncli.cli.qkv import describe
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
+
+if TYPE_CHECKING:
+    from attncli.core.options import AttentionOptions
 
 EXAMPLES = """\b
 Examples:
@@ -75,6 +78,7 @@ BvOption = _file_option("--bv", "b_v, d_v numbers. Zero when not given.")
 BoOption = _file_option("--bo", "b_o, d_out numbers; needs W_O.")
 
 
+@attention_options()
 def self_attention(
     source: Annotated[str, typer.Argument(
         metavar="X", show_default=False,
@@ -124,9 +128,7 @@ def self_attention(
         help="The files hold column vectors, as seed 004: X and Z are d×n (one column per token) and each W "
              "is d_out×d_in. They are transposed on reading; results are still one row per token.",
     )] = False,
-    mask: MaskOption = None,
-    causal: CausalOption = False,
-    causal_align: AlignOption = None,
+    attention: AttentionFlags = FROM_OPTIONS,
     fmt: FormatOption = None,
     emit_which: Annotated[Emit, typer.Option(
         "--emit",
@@ -152,11 +154,11 @@ def self_attention(
                          hint=f"heads are numbered from 0 to {heads - 1}")
     problem = load_self_problem(
         source, context, {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo},
-        mask, (vectors, words_file), columns,
+        attention.mask, (vectors, words_file), columns,
     )
-    causal_mode = causal_setting(causal, causal_align)
-    steps, random = compute_self(problem, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out, causal=causal_mode)
-    settings = {"seed": seed, "random": random, "causal": causal_mode, "head": head}
+    options = attention.build(problem.mask)
+    steps, random = compute_self(problem, options, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out)
+    settings = {"seed": seed, "random": random, "options": options, "head": head}
     result = self_result(problem, steps, settings, precision, choose_format(fmt))
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn self")
 
@@ -287,8 +289,8 @@ def _sentence_matrix(text: str, table):
     return Matrix(table.lookup(words), words, None)
 
 
-def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: int | None,
-                 d_out: int | None, causal) -> tuple[Any, list[str]]:
+def compute_self(problem: SelfProblem, options: AttentionOptions, *, heads: int, seed: int, d_attn: int | None,
+                 d_out: int | None) -> tuple[Any, list[str]]:
     """Draw the missing W_Q, W_K, W_V and run the multi-head maths -> (steps, names drawn)."""
     from attncli.core.multihead import multi_head_attention_steps, random_projection
 
@@ -308,7 +310,7 @@ def compute_self(problem: SelfProblem, *, heads: int, seed: int, d_attn: int | N
         context=None if problem.z is None else z,
         w_o=w_o, b_q=problem.given("bq"), b_k=problem.given("bk"),
         b_v=problem.given("bv"), b_o=problem.given("bo"),
-        n_head=heads, mask=None if problem.mask is None else problem.mask.values, causal=causal,
+        n_head=heads, options=options,
     )
     return steps, [WEIGHTS[name] for name in drawn]
 
@@ -341,7 +343,9 @@ def self_result(problem: SelfProblem, steps, settings: dict, precision: int, fmt
         "v": steps.v,
         **dims,
         "scale": steps.heads.scale,
-        "causal": settings["causal"],
+        "temperature": settings["options"].temperature,
+        "similarity": settings["options"].similarity,
+        "causal": settings["options"].causal or False,
         "seed": settings["seed"],
         "random": settings["random"],
     }
@@ -398,19 +402,15 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     random = settings["random"]
     seed = f"seed {settings['seed']}: random {', '.join(random)}" if random else "no random weights"
     details = [sizes, f"{n_head} head{'s' if n_head > 1 else ''} of d_head {dims['d_head']}",
-               f"scale 1/√{dims['d_head']} = {steps.heads.scale:.4g}", seed]
-    if settings["causal"]:
-        details.append(f"causal ({settings['causal']})")
+               describe(steps.heads, dims["d_head"], settings["options"]), seed]
     allowed = steps.heads.allowed
-    if allowed is not None:
-        details.append(f"{int((~allowed[0]).sum())} of {allowed[0].size} pairs masked")
     header = Text.assemble((kind + " ", "bold"),
                            f"X {problem.x.shape[0]}×{dims['d_in']}{z_part} → output "
                            f"{steps.output.shape[0]}×{dims['d_out']}\n", " · ".join(details))
     parts: list = [header]
     shown = range(n_head) if settings["head"] is None else [settings["head"]]
     for h in shown:
-        title = f"head {h} of {n_head}: weights = softmax(Q_h K_hᵀ/√{dims['d_head']}), each row sums to 1"
+        title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, each row sums to 1"
         parts.append(heatmap(steps.weights[h], problem.queries, problem.keys, precision=precision,
                              title=title, allowed=None if allowed is None else allowed[h]))
     if "wo" in problem.weights:
