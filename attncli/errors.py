@@ -1,16 +1,15 @@
 """Errors a user can fix. The library raises them; only the CLI prints them.
 
 Each renders as one line, ``FILE:LINE: what is wrong (hint)``, so that the CLI
-can print ``attn: error: <that line>`` and exit with ``exit_code``.
+can print ``attn: error: <that line>``. The errors carry no exit codes: the
+CLI maps each class to one (``attncli.cli.app.EXIT_CODES``).
 """
 
 from __future__ import annotations
 
 
 class AttnError(Exception):
-    """Bad data: a file, a value or a shape the tool cannot use (exit 1)."""
-
-    exit_code = 1
+    """Bad data: a file, a value or a shape the tool cannot use."""
 
     def __init__(
         self,
@@ -41,9 +40,7 @@ class AttnError(Exception):
 
 
 class UsageError(AttnError):
-    """Options or arguments that do not fit together (exit 2, like Click's)."""
-
-    exit_code = 2
+    """Options or arguments that do not fit together."""
 
 
 class ShapeError(AttnError):

@@ -5,6 +5,7 @@ import math
 
 import numpy as np
 import pytest
+from reference import attention as reference
 
 from attncli import attention, attention_steps, causal_mask, softmax
 from attncli.errors import AttnError, ShapeError, UsageError
@@ -16,24 +17,6 @@ RGB_K = np.array([
     [246, 239, 247], [189, 201, 225], [103, 169, 207], [2, 129, 138],
 ]) / 255.0
 RGB_V = np.array([[1, 0]] * 4 + [[0, 1]] * 4, dtype=float)
-
-
-def reference(q, k, v, scale=None, allowed=None, bias=None):
-    """Attention written out one query at a time in float64, as in seed 000."""
-    q, k, v = (np.asarray(m, dtype=np.float64) for m in (q, k, v))
-    scale = 1 / math.sqrt(k.shape[1]) if scale is None else scale
-    out = np.zeros((q.shape[0], v.shape[1]))
-    weights = np.zeros((q.shape[0], k.shape[0]))
-    for i, qi in enumerate(q):
-        keep = [j for j in range(k.shape[0]) if allowed is None or allowed[i][j]]
-        if not keep:
-            continue
-        x = np.array([qi @ k[j] * scale + (0 if bias is None else bias[i][j]) for j in keep])
-        e = np.exp(x - x.max())
-        for w, j in zip(e / e.sum(), keep):
-            weights[i, j] = w
-            out[i] += w * v[j]
-    return out, weights
 
 
 def test_softmax_of_seed_000():

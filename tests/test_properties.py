@@ -16,6 +16,8 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
+from reference import attention as reference
+from reference import split_mask
 
 from attncli import attention, attention_steps, causal_mask
 from attncli.errors import AttnError
@@ -51,30 +53,6 @@ def masks(draw, n_q, n_k):
     return np.where(allowed, bias, -np.inf)
 
 
-def reference(q, k, v, scale, allowed, bias):
-    """softmax(q·k·scale + bias) v one query at a time, in float64, as in seed 000."""
-    q, k, v = (np.asarray(m, np.float64) for m in (q, k, v))
-    out, weights = np.zeros((len(q), v.shape[1])), np.zeros((len(q), len(k)))
-    for i in range(len(q)):
-        keep = [j for j in range(len(k)) if allowed is None or allowed[i, j]]
-        if keep:
-            x = np.array([float(q[i] @ k[j]) * scale + (0.0 if bias is None else bias[i, j]) for j in keep])
-            e = np.exp(x - x.max())
-            for w, j in zip(e / e.sum(), keep):
-                weights[i, j] = w
-                out[i] += w * v[j]
-    return out, weights
-
-
-def split(mask):
-    """(allowed, bias) as the reference wants them."""
-    if mask is None:
-        return None, None
-    if mask.dtype == bool or np.isin(mask, (0, 1)).all():
-        return mask.astype(bool), None
-    return np.isfinite(mask), np.where(np.isfinite(mask), mask, 0.0)
-
-
 def tolerance(dtype):
     return dict(atol=1e-5, rtol=1.3e-6) if dtype == np.float32 else dict(atol=1e-9, rtol=1e-9)
 
@@ -87,7 +65,7 @@ def test_agrees_with_float64_reference(problem, data):
     scale = data.draw(st.sampled_from([None, 0.25, 2.0]))
     temperature = data.draw(st.sampled_from([1.0, 0.5, 3.0]))
     out, w = attention(q, k, v, mask=mask, causal=causal, scale=scale, temperature=temperature)
-    allowed, bias = split(mask)
+    allowed, bias = split_mask(mask)
     if causal:
         c = causal_mask(len(q), len(k), "top-left" if causal is True else causal)
         allowed = c if allowed is None else allowed & c
@@ -110,7 +88,7 @@ def test_rows_are_distributions_even_at_extreme_magnitudes(problem, data):
     assert np.isfinite(w).all() and np.isfinite(out).all()
     assert ((w >= 0) & (w <= 1)).all()
     sums = w.sum(axis=1)
-    allowed, _ = split(mask)
+    allowed, _ = split_mask(mask)
     for i, total in enumerate(sums):
         if allowed is not None and not allowed[i].any():
             assert total == 0 and (out[i] == 0).all()

@@ -6,35 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from reference import attention as attention_reference
+from reference import multi_head as reference
 
 TOL = 1e-9  # float64 agreement with the reference below
-
-
-def reference(x, wq, wk, wv, *, z=None, wo=None, bq=None, bk=None, bv=None, bo=None, heads=1, causal=False):
-    """Multi-head attention written out plainly: one head at a time, float64,
-    in the row convention (Q = X W_Q + b_q). Returns (weights [heads][n_q][n_k], output)."""
-    x = np.asarray(x, dtype=np.float64)
-    z = x if z is None else np.asarray(z, dtype=np.float64)
-    q = x @ wq + (0 if bq is None else bq)
-    k = z @ wk + (0 if bk is None else bk)
-    v = z @ wv + (0 if bv is None else bv)
-    d_head, d_v_head = q.shape[1] // heads, v.shape[1] // heads
-    all_weights, outputs = [], []
-    for h in range(heads):
-        qh = q[:, h * d_head:(h + 1) * d_head]
-        kh = k[:, h * d_head:(h + 1) * d_head]
-        vh = v[:, h * d_v_head:(h + 1) * d_v_head]
-        weights = np.zeros((len(x), len(z)))
-        for i in range(len(x)):
-            seen = range(min(i + 1, len(z))) if causal else range(len(z))  # top-left causal
-            scores = np.array([qh[i] @ kh[j] / math.sqrt(d_head) for j in seen])
-            e = np.exp(scores - scores.max())
-            weights[i, list(seen)] = e / e.sum()
-        all_weights.append(weights)
-        outputs.append(weights @ vh)
-    merged = np.hstack(outputs)
-    output = merged if wo is None else merged @ wo + (0 if bo is None else bo)
-    return np.array(all_weights), output
 
 
 def save(tmp_path, **arrays):
@@ -395,3 +370,34 @@ def test_help_has_examples(attn):
     result = attn("self", "--help")
     assert result.exit_code == 0
     assert "Examples:" in result.stdout and "N(0, 1/d)" in result.stdout and "--columns" in result.stdout
+
+
+@pytest.mark.parametrize("options, scale, temperature", [
+    (["--scale", "1"], 1.0, 1.0),  # seed 001: unscaled scores e_ij = q_i·k_j
+    (["--temperature", "2"], None, 2.0),
+    (["--scale", "0.5", "-t", "0.25"], 0.5, 0.25),
+])
+def test_attention_options_apply_to_every_head(attn, tmp_path, options, scale, temperature):
+    p = problem(n_x=4, d_x=6, d_attn=6, d_v=6)
+    args = save(tmp_path, **{name: p[name] for name in ("wq", "wk", "wv")})
+    np.save(tmp_path / "x.npy", p["x"])
+    out = attn.json("self", tmp_path / "x.npy", *args, "--heads", 2, *options)
+    d_head = 3
+    effective = (1 / math.sqrt(d_head) if scale is None else scale) / temperature
+    weights, output = reference(p["x"], p["wq"], p["wk"], p["wv"], heads=2, scale=effective)
+    np.testing.assert_allclose(out["weights"], weights, atol=TOL)
+    np.testing.assert_allclose(out["output"], output, atol=TOL)
+    assert out["scale"] == pytest.approx(1 / math.sqrt(d_head) if scale is None else scale)
+    assert out["temperature"] == temperature
+
+
+def test_cosine_similarity_in_self(attn, tmp_path):
+    p = problem(n_x=4, d_x=6, d_attn=6, d_v=6)
+    args = save(tmp_path, **{name: p[name] for name in ("wq", "wk", "wv")})
+    np.save(tmp_path / "x.npy", p["x"])
+    out = attn.json("self", tmp_path / "x.npy", *args, "--similarity", "cosine")
+    q, k = p["x"] @ p["wq"], p["x"] @ p["wk"]
+    unit = lambda m: m / np.linalg.norm(m, axis=1, keepdims=True)  # noqa: E731
+    _, weights = attention_reference(unit(q), unit(k), p["x"] @ p["wv"], scale=1.0)
+    assert out["similarity"] == "cosine" and out["scale"] == 1.0
+    np.testing.assert_allclose(out["weights"][0], weights, atol=TOL)

@@ -15,7 +15,13 @@ from typer.core import TyperGroup
 
 from attncli import __version__
 from attncli.errors import AttnError
+from attncli.errors import UsageError as AttnUsageError
 
+# The one table from error classes to exit codes: the most specific class wins.
+EXIT_CODES: dict[type[AttnError], int] = {
+    AttnError: 1,  # bad data: a file, a value or a shape attn cannot use
+    AttnUsageError: 2,  # options that do not fit together, as Click's usage errors
+}
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `attn ... | head`
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in attn, not the user's mistake
 
@@ -30,6 +36,11 @@ def report(message: str) -> None:
     sys.stderr.write(f"attn: error: {message}\n")
 
 
+def exit_code(error: AttnError) -> int:
+    """The exit code of an error: that of its nearest class in EXIT_CODES."""
+    return next(EXIT_CODES[c] for c in type(error).__mro__ if c in EXIT_CODES)
+
+
 class AttnGroup(TyperGroup):
     """Typer's group, with every failure reduced to one line and an exit code."""
 
@@ -38,7 +49,7 @@ class AttnGroup(TyperGroup):
             return super().invoke(ctx)
         except AttnError as e:
             report(str(e))
-            raise typer.Exit(e.exit_code) from None
+            raise typer.Exit(exit_code(e)) from None
         except BrokenPipeError:
             # The reader went away (`attn ... | head`): stop quietly, and keep
             # Python from complaining when it flushes stdout at exit.
