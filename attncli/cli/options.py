@@ -14,24 +14,25 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attncli.cli.emit import Format
+from attncli.core.options import CAUSAL_ALIGNS, SIMILARITIES
 
 if TYPE_CHECKING:
     from attncli.core.options import AttentionOptions
 
 
-class Similarity(str, Enum):
-    dot = "dot"
-    cosine = "cosine"
-
-
-class Align(str, Enum):
-    top_left = "top-left"
-    bottom_right = "bottom-right"
+# The choices Typer offers, made from the core's own names (one Similarity, one alignment).
+Similarity = Enum("Similarity", {name: name for name in SIMILARITIES}, type=str)  # type: ignore[misc]
+Align = Enum("Align", {name.replace("-", "_"): name for name in CAUSAL_ALIGNS}, type=str)  # type: ignore[misc]
 
 
 class Emit(str, Enum):
+    """The matrix csv/tsv/npy write: each command's result says which it has."""
+
     output = "output"
     weights = "weights"
+    q = "q"
+    k = "k"
+    v = "v"
 
 
 # Arguments and options shared with commands that take the same inputs (explain).
@@ -42,7 +43,7 @@ FilesArgument = Annotated[list[str], typer.Argument(
          "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
 )]
 EmitOption = Annotated[Emit, typer.Option(
-    "--emit", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
+    "--emit", metavar="[output|weights]", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
 MaskOption = Annotated[str | None, typer.Option(
     "--mask", metavar="FILE",
     help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix. Booleans or 0/1 "

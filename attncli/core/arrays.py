@@ -1,13 +1,9 @@
 """Small array helpers the core and the models share: shapes as text, the
-result dtype, broadcasting, positive numbers, unit-length rows."""
+result dtype, broadcasting, unit-length rows."""
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
-
-from attncli.errors import UsageError
 
 
 def shape_text(m: np.ndarray | tuple[int, ...]) -> str:
@@ -28,12 +24,6 @@ def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:
         return np.broadcast_shapes(shape, target) == target
     except ValueError:
         return False
-
-
-def check_positive(name: str, value: float | None) -> None:
-    """None passes (a default applies); anything else must be finite and > 0."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{name} must be a positive finite number, got {value}")
 
 
 def unit_rows(x: np.ndarray, floor: float | None = None) -> np.ndarray:

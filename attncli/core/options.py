@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import numpy as np
+from attncli.errors import AttnError, UsageError
 
-from attncli.core.arrays import check_positive
-from attncli.errors import AttnError
+if TYPE_CHECKING:  # numpy is imported where arrays are checked: the CLI's help needs only the names
+    import numpy as np
 
 Similarity = Literal["dot", "cosine"]
 CausalAlign = Literal["top-left", "bottom-right"]
@@ -83,6 +83,12 @@ class AttentionOptions:
         return cls(scale, temperature, similarity, align, allowed, additive)
 
 
+def check_positive(name: str, value: float | None) -> None:
+    """None passes (a default applies); anything else must be finite and > 0."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise UsageError(f"{name} must be a positive finite number, got {value}")
+
+
 def split_mask(mask: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Read a mask of the Python API as (allowed, bias).
 
@@ -90,6 +96,8 @@ def split_mask(mask: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray |
     attend (True/1 = may attend, as in PyTorch SDPA, JAX and Keras). Any other
     float mask is added to the scaled scores; −inf there forbids the pair.
     """
+    import numpy as np
+
     if mask is None:
         return None, None
     mask = np.asarray(mask)
@@ -108,6 +116,8 @@ def split_mask(mask: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray |
 
 
 def _boolean_mask(mask: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     mask = np.asarray(mask)
     if mask.dtype != bool:
         raise AttnError(f"a mask must be boolean (True where a query may attend), not {mask.dtype}",
@@ -116,6 +126,8 @@ def _boolean_mask(mask: np.ndarray) -> np.ndarray:
 
 
 def _additive_bias(bias: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     bias = np.asarray(bias)
     if bias.dtype.kind not in "fiu":
         raise AttnError(f"a bias must hold numbers, not {bias.dtype}")

@@ -13,7 +13,6 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -23,6 +22,7 @@ from attncli.cli.io import check_stdin_once, read_bytes, source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
     AttentionFlags,
+    Emit,
     FormatOption,
     HtmlOption,
     PrecisionOption,
@@ -54,14 +54,6 @@ WEIGHTS = {"wq": "W_Q", "wk": "W_K", "wv": "W_V", "wo": "W_O", "bq": "b_q", "bk"
 BUNDLE_ENTRIES = ("x", "context", *WEIGHTS, "mask")
 RANDOM = ("wq", "wk", "wv")  # drawn from --seed when not given; W_O and biases never are
 MAX_TABLE_COLUMNS = 12  # output columns shown on a terminal; data formats have them all
-
-
-class Emit(str, Enum):
-    output = "output"
-    weights = "weights"
-    q = "q"
-    k = "k"
-    v = "v"
 
 
 def _file_option(flag: str, what: str):

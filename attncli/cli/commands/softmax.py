@@ -131,7 +131,7 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     import numpy as np
     from rich.text import Text
 
-    from attncli.core.arrays import check_positive
+    from attncli.core.options import check_positive
     from attncli.core.reference import softmax
     from attncli.output.render import ColumnBlocks, cell_style, fmt, short, stack
 
