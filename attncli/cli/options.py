@@ -120,7 +120,7 @@ class AttentionFlags:
     causal_align: Align | None = None
     scale: float | None = None
     temperature: float = 1.0
-    similarity: Similarity = Similarity.dot
+    similarity: Similarity = Similarity("dot")
 
     def build(self, mask: Any = None) -> AttentionOptions:
         """AttentionOptions from these flags and the mask as read (a Matrix, or None)."""
@@ -144,7 +144,7 @@ ATTENTION_OPTIONS: dict[str, tuple[Any, Any]] = {
     "causal_align": (AlignOption, None),
     "scale": (ScaleOption, None),
     "temperature": (TemperatureOption, 1.0),
-    "similarity": (SimilarityOption, Similarity.dot),
+    "similarity": (SimilarityOption, Similarity("dot")),
 }
 
 
