@@ -18,7 +18,7 @@ pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
 from attncli.core.arrays import unit_rows
-from attncli.models import FAMILIES, bert, load_model, sentence_embeddings, tokenize, trace
+from attncli.models import FAMILIES, bert, families, load_model, sentence_embeddings, tokenize, trace
 from attncli.models.blocks import erf, gelu, gelu_tanh
 from attncli.models.pooling import pool
 
@@ -198,7 +198,8 @@ def test_a_registered_family_is_found_by_model_type_and_named(attn, tmp_path, mo
     """Adding a family is one registry line: here a copy of BERT under another name."""
     import dataclasses
 
-    monkeypatch.setitem(FAMILIES, "tinybert", dataclasses.replace(FAMILIES["bert"], name="TinyBERT"))
+    tinybert = dataclasses.replace(bert.FAMILY, name="TinyBERT")
+    monkeypatch.setattr(families, "FAMILIES", {"bert": bert.FAMILY, "tinybert": tinybert})
     folder = write_model(tmp_path / "tinybert", {"model_type": "tinybert"})
     result = attn("trace", "the car", "-m", folder, "-f", "table", "--layer", "0")
     assert result.exit_code == 0, result.output
@@ -287,6 +288,7 @@ def broken(tmp_path, name, change):
 
 
 def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
+    monkeypatch.setattr(families, "FAMILIES", {"bert": bert.FAMILY})  # the hint lists them
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     config = json.loads((tiny / "config.json").read_text())
