@@ -23,7 +23,7 @@ from sentence_transformers import SentenceTransformer
 from transformers import AutoModel, AutoTokenizer
 
 from attncli.models import load_model, sentence_embeddings, tokenize
-from attncli.models.bert import encode
+from attncli.models.running import encode
 
 TEXTS = [
     "The pink elephant tried to get into the car but it was too big",
@@ -48,7 +48,7 @@ def main(folder: str) -> None:
 
     mine = tokenize(ours, TEXTS)
     assert (mine.ids == batch["input_ids"].numpy()).all(), "token ids differ"
-    hidden, weights = encode(ours.weights, ours.config, mine.ids, mine.allowed)
+    hidden, weights = encode(ours, mine)  # [b, n, d], attention weights [n_layer, b, n_head, n, n]
     real = mine.allowed  # compare real tokens only: padded rows are unused by both
     print("max |Δ| last hidden state (real tokens):", np.abs(hidden - ref_hidden)[real].max())
     print("max |Δ| attention weights (real query rows):",

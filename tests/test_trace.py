@@ -17,7 +17,10 @@ import pytest
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-from attncli.models import bert, load_model, sentence_embeddings, tokenize, trace
+from attncli.core.arrays import unit_rows
+from attncli.models import FAMILIES, bert, families, load_model, sentence_embeddings, tokenize, trace
+from attncli.models.blocks import erf, gelu, gelu_tanh
+from attncli.models.pooling import pool
 
 WORDS = ["the", "pink", "elephant", "car", "it", "was", "too", "big", "into", "##s", "fruit", "apple"]
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -141,19 +144,19 @@ def test_padding_changes_nothing(tiny_model):
 def test_pooling_modes_and_normalise():
     hidden = np.array([[[1.0, 2.0], [3.0, 6.0], [100.0, 100.0]]], dtype=np.float32)  # [1, 3, 2], last is padding
     allowed = np.array([[True, True, False]])
-    assert bert.pool(hidden, allowed, "mean").tolist() == [[2.0, 4.0]]
-    assert bert.pool(hidden, allowed, "cls").tolist() == [[1.0, 2.0]]
-    assert bert.pool(hidden, allowed, "max").tolist() == [[3.0, 6.0]]
-    np.testing.assert_allclose(bert.pool(hidden, allowed, "mean_sqrt_len"), [[4 / math.sqrt(2), 8 / math.sqrt(2)]])
-    np.testing.assert_allclose(np.linalg.norm(bert.l2_normalise(hidden[0]), axis=1), 1, rtol=1e-6)
+    assert pool(hidden, allowed, "mean").tolist() == [[2.0, 4.0]]
+    assert pool(hidden, allowed, "cls").tolist() == [[1.0, 2.0]]
+    assert pool(hidden, allowed, "max").tolist() == [[3.0, 6.0]]
+    np.testing.assert_allclose(pool(hidden, allowed, "mean_sqrt_len"), [[4 / math.sqrt(2), 8 / math.sqrt(2)]])
+    np.testing.assert_allclose(np.linalg.norm(unit_rows(hidden[0], floor=1e-12), axis=1), 1, rtol=1e-6)
 
 
 def test_erf_and_gelu_are_accurate():
     x = np.linspace(-6, 6, 1001)
-    assert np.abs(bert.erf(x) - np.vectorize(math.erf)(x)).max() < 2e-7
+    assert np.abs(erf(x) - np.vectorize(math.erf)(x)).max() < 2e-7
     x32 = x.astype(np.float32)
-    assert bert.gelu(x32).dtype == np.float32
-    assert np.abs(bert.gelu_tanh(x) - bert.gelu(x)).max() < 1e-3
+    assert gelu(x32).dtype == np.float32
+    assert np.abs(gelu_tanh(x) - gelu(x)).max() < 1e-3
 
 
 def test_sentence_transformers_pooling_files_are_read(tmp_path):
@@ -180,6 +183,31 @@ def test_bert_prefix_and_gamma_beta_names_load(tmp_path, tiny_model):
     model = load_model(write_model(tmp_path / "masked-lm", tensors=renamed))
     text = "the big car"
     np.testing.assert_array_equal(trace(model, text).weights, trace(tiny_model, text).weights)
+
+
+def test_params_are_typed_and_keyed_by_name(tiny_model):
+    params, t = tiny_model.params, hf_tensors(dict(TINY))
+    assert tiny_model.family is FAMILIES["bert"] and isinstance(params, bert.BertParams)
+    layer = params.layers[1]  # Hugging Face stores a Linear's weight [d_out, d_in]; x @ w wants [d_in, d_out]
+    np.testing.assert_array_equal(layer.ff_in.w, t["encoder.layer.1.intermediate.dense.weight"].T)
+    np.testing.assert_array_equal(layer.attn_norm.g, t["encoder.layer.1.attention.output.LayerNorm.weight"])
+    np.testing.assert_array_equal(params.token_type, t["embeddings.token_type_embeddings.weight"])
+
+
+def test_a_registered_family_is_found_by_model_type_and_named(attn, tmp_path, monkeypatch):
+    """Adding a family is one registry line: here a copy of BERT under another name."""
+    import dataclasses
+
+    tinybert = dataclasses.replace(bert.FAMILY, name="TinyBERT")
+    monkeypatch.setattr(families, "FAMILIES", {"bert": bert.FAMILY, "tinybert": tinybert})
+    folder = write_model(tmp_path / "tinybert", {"model_type": "tinybert"})
+    result = attn("trace", "the car", "-m", folder, "-f", "table", "--layer", "0")
+    assert result.exit_code == 0, result.output
+    assert f"{folder} · TinyBERT, 2 layers × 2 heads" in result.stdout
+    other = write_model(tmp_path / "gpt", {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]})
+    assert attn.fails("trace", "the car", "-m", other).endswith(
+        "unsupported architecture 'GPT2LMHeadModel' (model_type 'gpt2') "
+        "(attn runs BERT encoders: model_type 'bert'; TinyBERT encoders: model_type 'tinybert')")
 
 
 # --- the command on the tiny model ---------------------------------------------
@@ -229,7 +257,7 @@ def test_table_views(attn, tiny):
                             (["--query", "it"], "where 'it' (token 3) looks")):
         result = attn("trace", "the pink it", "-m", tiny, "-f", "table", *extra)
         assert result.exit_code == 0, result.output
-        assert expected in result.stdout and "2 layers × 2 heads" in result.stdout
+        assert expected in result.stdout and "· BERT, 2 layers × 2 heads" in result.stdout
 
 
 def test_text_from_stdin_and_model_from_the_environment(attn, tiny):
@@ -260,6 +288,7 @@ def broken(tmp_path, name, change):
 
 
 def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
+    monkeypatch.setattr(families, "FAMILIES", {"bert": bert.FAMILY})  # the hint lists them
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-cache"))
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     config = json.loads((tiny / "config.json").read_text())
@@ -296,12 +325,12 @@ def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
         assert message.endswith(expected) and message.startswith("/"), (message, expected)
     garbage = broken(tmp_path, "garbage", lambda f: (f / "model.safetensors").write_bytes(b"not safetensors"))
     assert attn.fails("trace", "the car", "-m", garbage).startswith(
-        f"{garbage / 'model.safetensors'}: cannot read the weights: ")
+        f"{garbage / 'model.safetensors'}: cannot read the parameters: ")
     missing = write_model(tmp_path / "missing", tensors={
         k: v for k, v in hf_tensors(dict(TINY)).items() if "layer.1.output.dense" not in k})
     assert attn.fails("trace", "the car", "-m", missing).endswith(
         "model.safetensors: no tensor 'encoder.layer.1.output.dense.weight' "
-        "(is this a BERT model? attn reads BertModel weights)")
+        "(is this a BERT model? attn reads BertModel's parameters)")
 
 
 def test_usage_errors(attn, tiny):

@@ -1,4 +1,5 @@
-"""A BERT encoder's forward pass in numpy, through attncli's own ``attention``.
+"""The BERT family: a BERT encoder's config, params and forward pass in numpy,
+through attncli's own ``attention``.
 
 This is the transformer of the seeds, trained: every token's vector is the sum
 of a word, a position and a token-type embedding; each layer lets every token
@@ -12,22 +13,25 @@ Residual connections and LayerNorm keep the numbers in range.
         x = LayerNorm(x + a)
         x = LayerNorm(x + GELU(x W_1 + b_1) W_2 + b_2)
 
-Row vectors and ``x @ W`` with W of shape [d_in, d_out], as everywhere in
-attncli (Hugging Face stores W as [d_out, d_in]; the loader transposes).
-float32 throughout, like the trained weights. No I/O here: ``attncli.models``
-finds, reads and tokenizes; this module only computes.
+Params are picked by their Hugging Face ``BertModel`` names (``read_params``)
+into typed fields. float32 throughout, like the trained params. No I/O here:
+``attncli.models.loading`` finds and reads the files; this module only computes.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from attncli.core.api import attention
-from attncli.errors import AttnError, ShapeError
+from attncli.core.multihead import merge_heads, split_heads
+from attncli.core.options import AttentionOptions
+from attncli.errors import AttnError
+from attncli.models.base import Family, Tensors, check_heads, whole_number
+from attncli.models.blocks import ACTIVATIONS, Linear, Norm, dense, layer_norm
 
 
 @dataclass(frozen=True)
@@ -49,19 +53,17 @@ class BertConfig:
         return self.d_model // self.n_head
 
     @classmethod
-    def from_dict(cls, config: Mapping, source: str | None = None) -> BertConfig:
+    def from_dict(cls, config: Mapping[str, Any], source: str | None = None) -> BertConfig:
         """Read a Hugging Face config.json; check what the forward pass relies on."""
-        fields = {
-            "n_vocab": "vocab_size", "d_model": "hidden_size", "n_layer": "num_hidden_layers",
-            "n_head": "num_attention_heads", "d_ff": "intermediate_size",
-            "n_positions": "max_position_embeddings", "n_types": "type_vocab_size",
+        sizes = {
+            "n_vocab": whole_number(config, "vocab_size", source),
+            "d_model": whole_number(config, "hidden_size", source),
+            "n_layer": whole_number(config, "num_hidden_layers", source),
+            "n_head": whole_number(config, "num_attention_heads", source),
+            "d_ff": whole_number(config, "intermediate_size", source),
+            "n_positions": whole_number(config, "max_position_embeddings", source),
+            "n_types": whole_number(config, "type_vocab_size", source, default=2),
         }
-        sizes = {}
-        for name, key in fields.items():
-            value = config.get(key, 2 if key == "type_vocab_size" else None)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise AttnError(f"{key} must be a positive whole number, got {value!r}", source=source)
-            sizes[name] = value
         activation = config.get("hidden_act", "gelu")
         if activation not in ACTIVATIONS:
             raise AttnError(f"unsupported activation hidden_act={activation!r}", source=source,
@@ -70,258 +72,122 @@ class BertConfig:
         if embedding != "absolute":
             raise AttnError(f"unsupported position_embedding_type {embedding!r}", source=source,
                             hint="attn runs BERT with absolute position embeddings")
-        if sizes["d_model"] % sizes["n_head"]:
-            raise ShapeError(
-                f"hidden_size {sizes['d_model']} does not split into {sizes['n_head']} heads",
-                source=source, hint="hidden_size must be a multiple of num_attention_heads",
-            )
+        check_heads(sizes["d_model"], sizes["n_head"], source, "hidden_size", "num_attention_heads")
         return cls(**sizes, eps=float(config.get("layer_norm_eps", 1e-12)), activation=activation)
 
 
-@dataclass
-class LayerWeights:
-    """One encoder layer. Projections are [d_in, d_out]; biases [d_out]."""
+@dataclass(frozen=True)
+class LayerParams:
+    """One encoder layer; the comments give each field's Hugging Face name
+    under ``encoder.layer.{i}.`` and its shape here ([d_in, d_out] for a Linear)."""
 
-    w_q: np.ndarray  # [d_model, d_model]
-    b_q: np.ndarray
-    w_k: np.ndarray
-    b_k: np.ndarray
-    w_v: np.ndarray
-    b_v: np.ndarray
-    w_o: np.ndarray  # [d_model, d_model], heads merged -> model
-    b_o: np.ndarray
-    ln1_g: np.ndarray  # [d_model] LayerNorm after attention
-    ln1_b: np.ndarray
-    w_1: np.ndarray  # [d_model, d_ff]
-    b_1: np.ndarray
-    w_2: np.ndarray  # [d_ff, d_model]
-    b_2: np.ndarray
-    ln2_g: np.ndarray  # [d_model] LayerNorm after the feed-forward network
-    ln2_b: np.ndarray
+    query: Linear  # attention.self.query  [d_model, d_model]
+    key: Linear  # attention.self.key  [d_model, d_model]
+    value: Linear  # attention.self.value  [d_model, d_model]
+    attn_out: Linear  # attention.output.dense  [d_model, d_model]: heads merged -> model (W_O)
+    attn_norm: Norm  # attention.output.LayerNorm  [d_model]: after attention
+    ff_in: Linear  # intermediate.dense  [d_model, d_ff]
+    ff_out: Linear  # output.dense  [d_ff, d_model]
+    ff_norm: Norm  # output.LayerNorm  [d_model]: after the feed-forward network
 
 
-@dataclass
-class BertWeights:
-    """All of a BERT encoder's parameters, as float32 arrays."""
+@dataclass(frozen=True)
+class BertParams:
+    """All of a BERT encoder's params, as float32 arrays."""
 
-    e_word: np.ndarray  # [n_vocab, d_model]
-    e_pos: np.ndarray  # [n_positions, d_model]
-    e_type: np.ndarray  # [n_types, d_model]
-    ln_g: np.ndarray  # [d_model] LayerNorm of the embeddings
-    ln_b: np.ndarray
-    layers: list[LayerWeights]
+    word: np.ndarray  # embeddings.word_embeddings.weight  [n_vocab, d_model]
+    position: np.ndarray  # embeddings.position_embeddings.weight  [n_positions, d_model]
+    token_type: np.ndarray  # embeddings.token_type_embeddings.weight  [n_types, d_model]
+    embed_norm: Norm  # embeddings.LayerNorm  [d_model]
+    layers: tuple[LayerParams, ...]  # encoder.layer.{i}
 
-    @classmethod
-    def from_tensors(cls, tensors: Mapping[str, np.ndarray], config: BertConfig,
-                     source: str | None = None) -> BertWeights:
-        """Pick the Hugging Face ``BertModel`` tensors by name, checking each shape.
 
-        Names may carry a ``bert.`` prefix (checkpoints of BertForMaskedLM and
-        friends) and old LayerNorm names ``gamma``/``beta``; both are accepted.
-        """
-        names = {_plain_name(name): name for name in tensors}
-        d, d_ff = config.d_model, config.d_ff
+def read_params(t: Tensors, config: BertConfig) -> BertParams:
+    """Pick the ``BertModel`` tensors by name, each checked against the shape
+    config.json implies. Every Linear's weight is transposed (``Tensors.linear``)."""
+    d, d_ff = config.d_model, config.d_ff
 
-        def take(name: str, *shape: int) -> np.ndarray:
-            if name not in names:
-                raise AttnError(f"no tensor {name!r}", source=source,
-                                hint="is this a BERT model? attn reads BertModel weights")
-            array = tensors[names[name]]
-            if array.shape != shape:
-                raise ShapeError(f"tensor {name!r} is {_shape(array.shape)} but config.json "
-                                 f"implies {_shape(shape)}", source=source)
-            return np.ascontiguousarray(array, dtype=np.float32)
-
-        def linear(prefix: str, d_in: int, d_out: int) -> tuple[np.ndarray, np.ndarray]:
-            # Hugging Face stores W as [d_out, d_in]; x @ W wants [d_in, d_out].
-            return take(f"{prefix}.weight", d_out, d_in).T.copy(), take(f"{prefix}.bias", d_out)
-
-        def norm(prefix: str) -> tuple[np.ndarray, np.ndarray]:
-            return take(f"{prefix}.LayerNorm.weight", d), take(f"{prefix}.LayerNorm.bias", d)
-
-        layers = []
-        for i in range(config.n_layer):
-            p = f"encoder.layer.{i}"
-            layers.append(LayerWeights(
-                *linear(f"{p}.attention.self.query", d, d),
-                *linear(f"{p}.attention.self.key", d, d),
-                *linear(f"{p}.attention.self.value", d, d),
-                *linear(f"{p}.attention.output.dense", d, d),
-                *norm(f"{p}.attention.output"),
-                *linear(f"{p}.intermediate.dense", d, d_ff),
-                *linear(f"{p}.output.dense", d_ff, d),
-                *norm(f"{p}.output"),
-            ))
-        return cls(
-            take("embeddings.word_embeddings.weight", config.n_vocab, d),
-            take("embeddings.position_embeddings.weight", config.n_positions, d),
-            take("embeddings.token_type_embeddings.weight", config.n_types, d),
-            *norm("embeddings"),
-            layers,
+    def layer(p: str) -> LayerParams:
+        return LayerParams(
+            query=t.linear(f"{p}.attention.self.query", d, d),
+            key=t.linear(f"{p}.attention.self.key", d, d),
+            value=t.linear(f"{p}.attention.self.value", d, d),
+            attn_out=t.linear(f"{p}.attention.output.dense", d, d),
+            attn_norm=t.norm(f"{p}.attention.output.LayerNorm", d),
+            ff_in=t.linear(f"{p}.intermediate.dense", d, d_ff),
+            ff_out=t.linear(f"{p}.output.dense", d_ff, d),
+            ff_norm=t.norm(f"{p}.output.LayerNorm", d),
         )
 
-
-def _plain_name(name: str) -> str:
-    """'bert.encoder.…LayerNorm.gamma' -> 'encoder.…LayerNorm.weight'."""
-    name = name.removeprefix("bert.")
-    if name.endswith(".gamma"):
-        return name[: -len("gamma")] + "weight"
-    if name.endswith(".beta"):
-        return name[: -len("beta")] + "bias"
-    return name
-
-
-def _shape(shape: tuple[int, ...]) -> str:
-    return "×".join(map(str, shape))
-
-
-# --- the building blocks -------------------------------------------------------
-
-
-def layer_norm(x: np.ndarray, g: np.ndarray, b: np.ndarray, eps: float) -> np.ndarray:
-    """Each vector to mean 0 and variance 1, then scaled by g and shifted by b."""
-    # [..., d] -> [..., d]
-    mean = x.mean(axis=-1, keepdims=True)
-    var = x.var(axis=-1, keepdims=True)
-    return (x - mean) / np.sqrt(var + eps) * g + b  # eps a python float: stays float32
-
-
-def erf(x: np.ndarray) -> np.ndarray:
-    """The error function, vectorised (Abramowitz & Stegun 7.1.26, |error| < 1.5e-7,
-    below float32's resolution near 1); numpy has no erf and scipy is not needed."""
-    p, a1, a2, a3, a4, a5 = 0.3275911, 0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429
-    sign, z = np.sign(x), np.abs(x)
-    t = 1 / (1 + p * z)
-    y = 1 - ((((a5 * t + a4) * t + a3) * t + a2) * t + a1) * t * np.exp(-z * z)
-    return sign * y
-
-
-def gelu(x: np.ndarray) -> np.ndarray:
-    """GELU(x) = x·Φ(x), BERT's activation ('gelu' in config.json)."""
-    return 0.5 * x * (1 + erf(x / math.sqrt(2)))
-
-
-def gelu_tanh(x: np.ndarray) -> np.ndarray:
-    """GELU's tanh approximation ('gelu_new', 'gelu_pytorch_tanh')."""
-    return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
-
-
-def relu(x: np.ndarray) -> np.ndarray:
-    return np.maximum(x, 0)
-
-
-ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
-    "gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu,
-}
+    return BertParams(
+        word=t.take("embeddings.word_embeddings.weight", config.n_vocab, d),
+        position=t.take("embeddings.position_embeddings.weight", config.n_positions, d),
+        token_type=t.take("embeddings.token_type_embeddings.weight", config.n_types, d),
+        embed_norm=t.norm("embeddings.LayerNorm", d),
+        layers=tuple(layer(f"encoder.layer.{i}") for i in range(config.n_layer)),
+    )
 
 
 # --- the forward pass ----------------------------------------------------------
 
 
-def linear(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """x W + b for every vector of a batch, as one 2-D product (numpy's stacked
-    matmul calls BLAS once per text, several times slower on small inputs)."""
-    # [..., d_in] @ [d_in, d_out] + [d_out] -> [..., d_out]
-    return (x.reshape(-1, x.shape[-1]) @ w + b).reshape(*x.shape[:-1], w.shape[1])
-
-
-def embed(w: BertWeights, config: BertConfig, ids: np.ndarray, types: np.ndarray) -> np.ndarray:
+def embed(params: BertParams, config: BertConfig, ids: np.ndarray, types: np.ndarray) -> np.ndarray:
     """Word + position + token-type embeddings, then LayerNorm."""
     # [b, n] token ids, [b, n] segment ids -> [b, n, d_model]
     n = ids.shape[-1]
-    x = w.e_word[ids] + w.e_pos[np.arange(n)] + w.e_type[types]
-    return layer_norm(x, w.ln_g, w.ln_b, config.eps)
+    x = params.word[ids] + params.position[np.arange(n)] + params.token_type[types]
+    return layer_norm(x, params.embed_norm, config.eps)
 
 
-def split_heads(x: np.ndarray, n_head: int) -> np.ndarray:
-    # [b, n, d_model] -> [b, n_head, n, d_k]
-    b, n, d = x.shape
-    return x.reshape(b, n, n_head, d // n_head).transpose(0, 2, 1, 3)
-
-
-def merge_heads(x: np.ndarray) -> np.ndarray:
-    # [b, n_head, n, d_k] -> [b, n, d_model]
-    b, h, n, d_k = x.shape
-    return x.transpose(0, 2, 1, 3).reshape(b, n, h * d_k)
-
-
-def self_attention(x: np.ndarray, allowed: np.ndarray, lw: LayerWeights,
+def self_attention(x: np.ndarray, allowed: np.ndarray, lp: LayerParams,
                    n_head: int) -> tuple[np.ndarray, np.ndarray]:
     """Multi-head self-attention: project, split heads, attend, merge, project out.
 
     ``allowed`` [b, n] is False at padding, which no query may attend to.
     """
     # [b, n, d_model], [b, n] -> [b, n, d_model], weights [b, n_head, n, n]
-    q = split_heads(linear(x, lw.w_q, lw.b_q), n_head)  # [b, n_head, n, d_k]
-    k = split_heads(linear(x, lw.w_k, lw.b_k), n_head)
-    v = split_heads(linear(x, lw.w_v, lw.b_v), n_head)
-    heads, weights = attention(q, k, v, mask=allowed[:, None, None, :])  # mask [b, 1, 1, n_k]
-    return linear(merge_heads(heads), lw.w_o, lw.b_o), weights
+    q = split_heads(dense(x, lp.query), n_head)  # [b, n_head, n, d_k]
+    k = split_heads(dense(x, lp.key), n_head)
+    v = split_heads(dense(x, lp.value), n_head)
+    heads, weights = attention(q, k, v, AttentionOptions(mask=allowed[:, None, None, :]))  # mask [b, 1, 1, n_k]
+    assert weights is not None  # need_weights is on by default
+    return dense(merge_heads(heads), lp.attn_out), weights
 
 
-def feed_forward(x: np.ndarray, lw: LayerWeights, activation: str) -> np.ndarray:
+def feed_forward(x: np.ndarray, lp: LayerParams, activation: str) -> np.ndarray:
     """The same two-layer network applied to every token's vector."""
     # [b, n, d_model] -> [b, n, d_ff] -> [b, n, d_model]
-    return linear(ACTIVATIONS[activation](linear(x, lw.w_1, lw.b_1)), lw.w_2, lw.b_2)
+    return dense(ACTIVATIONS[activation](dense(x, lp.ff_in)), lp.ff_out)
 
 
-def encoder_layer(x: np.ndarray, allowed: np.ndarray, lw: LayerWeights,
+def encoder_layer(x: np.ndarray, allowed: np.ndarray, lp: LayerParams,
                   config: BertConfig) -> tuple[np.ndarray, np.ndarray]:
     """One layer (post-LayerNorm, as BERT): attention and feed-forward, each
     added to its input and normalised."""
     # [b, n, d_model], [b, n] -> [b, n, d_model], weights [b, n_head, n, n]
-    a, weights = self_attention(x, allowed, lw, config.n_head)
-    x = layer_norm(x + a, lw.ln1_g, lw.ln1_b, config.eps)
-    x = layer_norm(x + feed_forward(x, lw, config.activation), lw.ln2_g, lw.ln2_b, config.eps)
+    a, weights = self_attention(x, allowed, lp, config.n_head)
+    x = layer_norm(x + a, lp.attn_norm, config.eps)
+    x = layer_norm(x + feed_forward(x, lp, config.activation), lp.ff_norm, config.eps)
     return x, weights
 
 
-def encode(w: BertWeights, config: BertConfig, ids: np.ndarray, allowed: np.ndarray,
-           types: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The whole encoder: the last hidden states and every layer's attention.
+def forward(params: BertParams, config: BertConfig, ids: np.ndarray, types: np.ndarray,
+            allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The whole encoder: the last hidden states and every layer's attention weights.
 
-    ids [b, n] token ids; allowed [b, n] True for real tokens, False for padding;
-    types [b, n] segment ids (default all 0, one sentence).
+    ids [b, n] token ids; types [b, n] segment ids (all 0 for one sentence);
+    allowed [b, n] True for real tokens, False for padding.
     -> hidden [b, n, d_model], weights [n_layer, b, n_head, n, n]
     """
-    if types is None:
-        types = np.zeros_like(ids)
-    x = embed(w, config, ids, types)
+    x = embed(params, config, ids, types)
     per_layer = []
-    for lw in w.layers:
-        x, weights = encoder_layer(x, allowed, lw, config)
+    for lp in params.layers:
+        x, weights = encoder_layer(x, allowed, lp, config)
         per_layer.append(weights)
     return x, np.stack(per_layer)
 
 
-# --- sentence embeddings -------------------------------------------------------
-
-POOLINGS = ("mean", "cls", "max", "mean_sqrt_len")
-
-
-def pool(hidden: np.ndarray, allowed: np.ndarray, mode: str = "mean") -> np.ndarray:
-    """One vector per text from its tokens' vectors, ignoring padding.
-
-    mean (sentence-transformers' default, all-MiniLM-L6-v2): the average of
-    the real tokens; cls: the [CLS] token's vector; max: the largest value in
-    each dimension; mean_sqrt_len: the sum divided by √(number of tokens).
-    """
-    # [b, n, d], [b, n] -> [b, d]
-    real = allowed[..., None].astype(hidden.dtype)  # [b, n, 1]
-    count = np.maximum(real.sum(axis=1), 1)  # [b, 1]
-    if mode == "mean":
-        return (hidden * real).sum(axis=1) / count
-    if mode == "mean_sqrt_len":
-        return (hidden * real).sum(axis=1) / np.sqrt(count)
-    if mode == "cls":
-        return hidden[:, 0]
-    if mode == "max":
-        return np.where(allowed[..., None], hidden, -np.inf).max(axis=1)
-    raise AttnError(f"unknown pooling {mode!r}", hint=f"use one of {', '.join(POOLINGS)}")
-
-
-def l2_normalise(x: np.ndarray) -> np.ndarray:
-    """Rows scaled to length 1, so a dot product is the cosine similarity."""
-    # [b, d] -> [b, d]
-    norm = np.linalg.norm(x, axis=-1, keepdims=True)
-    return x / np.maximum(norm, 1e-12)
+FAMILY: Family[BertConfig, BertParams] = Family(
+    name="BERT", architecture="BertModel", prefix="bert.",
+    config=BertConfig.from_dict, params=read_params, forward=forward,
+)

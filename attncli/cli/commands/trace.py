@@ -1,9 +1,10 @@
-"""``attn trace``: the attention of a real pre-trained BERT encoder on a text,
-computed in numpy through attncli's own ``attention``."""
+"""``attn trace``: the attention of a real pre-trained encoder, of a family
+registered in ``attncli.models.families``, on a text, computed in numpy
+through attncli's own ``attention``."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +12,9 @@ from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.io import read_bytes
 from attncli.cli.options import HtmlOption, PrecisionOption, SvgOption
 from attncli.errors import UsageError
+
+if TYPE_CHECKING:
+    from attncli.models import Model, Trace
 
 EXAMPLES = """\b
 Examples:
@@ -35,7 +39,7 @@ def trace(
     )],
     model: Annotated[str | None, typer.Option(
         "--model", "-m", envvar="ATTN_MODEL", show_default=False,
-        help="A Hugging Face BERT folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
+        help="A Hugging Face BERT-family folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
              "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
     )] = None,
     layers: Annotated[list[int] | None, typer.Option(
@@ -52,7 +56,7 @@ def trace(
              "on a terminal, one compact table of where it looks in every layer and head.",
     )] = None,
     hide_special: Annotated[bool, typer.Option(
-        "--hide-special", help="Leave out [CLS] and [SEP] (rows then sum to less than 1).",
+        "--hide-special", help="Leave out the special tokens, [CLS] and [SEP] (rows then sum to less than 1).",
     )] = False,
     fmt: TraceFormatOption = None,
     precision: PrecisionOption = 2,
@@ -61,12 +65,12 @@ def trace(
 ) -> None:
     """Show the attention of a real trained transformer (BERT family) on TEXT.
 
-    The text is split into WordPiece tokens and run through the model in numpy,
-    every head through attn's own attention function. On a terminal: the heads
-    you choose as heatmaps (queries down, keys across); with no --layer or
-    --head, an overview: each layer's heads averaged. In a pipe: JSON with
-    tokens, layers, heads, queries and the weights of the selection, always
-    4-D: layer × head × query × key.
+    The text is split into the model's tokens (WordPiece for BERT) and run
+    through the model in numpy, every head through attn's own attention
+    function. On a terminal: the heads you choose as heatmaps (queries down,
+    keys across); with no --layer or --head, an overview: each layer's heads
+    averaged. In a pipe: JSON with tokens, layers, heads, queries and the
+    weights of the selection, always 4-D: layer × head × query × key.
     """
     from attncli.models import load_model
     from attncli.models import trace as run_trace
@@ -85,7 +89,7 @@ def trace(
 class Selection:
     """The part of a trace to show: layers, heads, query rows and key columns."""
 
-    def __init__(self, trace, layers: list[int], heads: list[int], rows: list[int], cols: list[int],
+    def __init__(self, trace: Trace, layers: list[int], heads: list[int], rows: list[int], cols: list[int],
                  query: int | None):
         import numpy as np
 
@@ -104,7 +108,7 @@ class Selection:
         return [self.trace.tokens[i] for i in self.rows]
 
     @classmethod
-    def choose(cls, trace, n_layer: int, n_head: int, layers, heads, query, hide_special, tokenizer):
+    def choose(cls, trace: Trace, n_layer: int, n_head: int, layers, heads, query, hide_special, tokenizer):
         shown = [i for i, special in enumerate(trace.special) if not (hide_special and special)]
         q = None if query is None else find_query(trace.tokens, shown, query, tokenizer)
         return cls(trace, pick("--layer", layers, n_layer, "layers"), pick("--head", heads, n_head, "heads"),
@@ -143,7 +147,7 @@ def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int
     raise UsageError(f"--query {word!r} is not a token of the text", hint=f"its tokens: {listed}")
 
 
-def trace_result(model, sel: Selection, *, explicit: bool, precision: int) -> Result:
+def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int) -> Result:
     """JSON, table view and the emittable weights of one trace."""
     import numpy as np
     from rich.text import Text
@@ -161,7 +165,7 @@ def trace_result(model, sel: Selection, *, explicit: bool, precision: int) -> Re
         "weights": w,  # [layers][heads][queries][tokens]
     }
     header = Text.assemble(
-        ("trace ", "bold"), f"{model.name} · BERT, {config.n_layer} layers × {config.n_head} heads, "
+        ("trace ", "bold"), f"{model.name} · {model.family.name}, {config.n_layer} layers × {config.n_head} heads, "
         f"d_model {config.d_model} · {len(sel.trace.tokens)} tokens\n",
         "layers and heads count from 0; weights = softmax(QKᵀ/√d_k) of each head",
     )
@@ -205,6 +209,7 @@ def query_grid(sel: Selection, precision: int):
             weight = float(w[a, b, k])
             cells.append(Text(f" {sel.tokens[k][:12]} {fmt(weight, precision)} ", style=cell_style(weight / top)))
         table.add_row(f"head {head}", *cells)
+    assert sel.query is not None  # called only with --query
     token = sel.trace.tokens[sel.query]
     title = Text(f"where {token!r} (token {sel.query}) looks: the token it attends to most, and how much",
                  style="bold")

@@ -1,0 +1,31 @@
+"""The model families attn runs: config.json's ``model_type`` -> its family module.
+
+Adding a family is one module that defines a ``FAMILY`` (see ``base.Family``
+and ``bert.py``) and one line here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from attncli.errors import AttnError
+from attncli.models import bert
+from attncli.models.base import Family
+
+FAMILIES: dict[str, Family[Any, Any]] = {
+    "bert": bert.FAMILY,
+}
+
+
+def family_for(config: Mapping[str, Any], source: str | None = None) -> Family[Any, Any]:
+    """The family config.json's model_type names; an error listing the registered ones if none."""
+    model_type = config.get("model_type")
+    if isinstance(model_type, str) and model_type in FAMILIES:
+        return FAMILIES[model_type]
+    architectures = config.get("architectures")
+    architecture = ", ".join(map(str, architectures)) if isinstance(architectures, list) else None
+    architecture = architecture or model_type
+    known = "; ".join(f"{family.name} encoders: model_type {name!r}" for name, family in FAMILIES.items())
+    raise AttnError(f"unsupported architecture {architecture or 'unknown'!r} (model_type {model_type!r})",
+                    source=source, hint=f"attn runs {known}")
