@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from attncli.cli.emit import Emitted, Result, emit
-from attncli.cli.io import read_bytes, source_name
+from attncli.cli.io import open_input, source_name
 from attncli.cli.options import (
     Emit,
     FormatOption,
@@ -26,6 +26,7 @@ from attncli.cli.options import (
 from attncli.cli.qkv import describe
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
+from attncli.text import plural
 
 EXAMPLES = """\b
 Examples:
@@ -109,7 +110,6 @@ def lookup(
 def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None):
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
     from attncli.readers import Matrix, read_matrix
-    from attncli.readers.base import plural
 
     if (keys is None) == (dict_file is None):
         raise UsageError("give the keys with --keys a,b,c or --dict FILE" if keys is None
@@ -117,7 +117,7 @@ def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None
     if dict_file is not None:
         if values is not None:
             raise UsageError("--values goes with --keys; a --dict file holds its own values")
-        matrix = read_matrix(read_bytes(dict_file), source_name(dict_file))
+        matrix = read_matrix(open_input(dict_file))
         if matrix.row_labels is None:
             raise AttnError("has no keys", source=source_name(dict_file),
                             hint="write a mapping key: value, or put the keys in the first column")

@@ -14,12 +14,12 @@ import functools
 import os
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from attncli.cli.emit import Emitted, Format, Result, choose_format, emit
-from attncli.cli.io import check_stdin_once, read_bytes, source_name
+from attncli.cli.io import check_stdin_once, open_input
 from attncli.cli.options import (
     AlignOption,
     CausalOption,
@@ -34,6 +34,9 @@ from attncli.cli.options import (
 from attncli.cli.qkv import causal_setting
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
+
+if TYPE_CHECKING:
+    from attncli.readers import Input
 
 EXAMPLES = """\b
 Examples:
@@ -192,7 +195,7 @@ class SelfProblem:
 
 
 def load_self_problem(source: str, context: str | None, files: dict, mask_file: str | None,
-                      vectors: tuple, columns: bool) -> SelfProblem:
+                      vectors: tuple[str | None, str | None], columns: bool) -> SelfProblem:
     """Read X (a file, a bundle or a sentence), the context, the weight files and the mask.
 
     ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table.
@@ -205,14 +208,14 @@ def load_self_problem(source: str, context: str | None, files: dict, mask_file: 
     check_stdin_once([source if x_is_file else None, context if z_is_file else None, *files.values(), mask_file])
     entries: dict = {}
     if x_is_file:
-        entries.update(_read_x_or_bundle(read_bytes(source), source_name(source)))
-    if z_is_file:
-        entries["context"] = read_matrix(read_bytes(context), source_name(context))
+        entries.update(_read_x_or_bundle(open_input(source)))
+    if z_is_file and context is not None:
+        entries["context"] = read_matrix(open_input(context))
     for name, path in files.items():
         if path is not None:
-            entries[name] = read_matrix(read_bytes(path), source_name(path))
+            entries[name] = read_matrix(open_input(path))
     if mask_file is not None:
-        entries["mask"] = read_matrix(read_bytes(mask_file), source_name(mask_file), mask=True)
+        entries["mask"] = read_matrix(open_input(mask_file), mask=True)
     if columns:
         for name in ("x", "context", "wq", "wk", "wv", "wo"):
             if name in entries:
@@ -244,27 +247,17 @@ def is_file_name(text: str) -> bool:
     return "/" in text or os.sep in text or re.search(r"[^.]\.[A-Za-z0-9]+$", text) is not None
 
 
-def _read_x_or_bundle(data: bytes, source: str) -> dict:
+def _read_x_or_bundle(source: Input) -> dict:
     """{"x": X} from a matrix file, or every entry of a bundle that holds x."""
-    from attncli.readers import detect_format, read_bundle, read_matrix
-    from attncli.readers.trees import load_tree
+    from attncli.readers import read_input
 
-    fmt = detect_format(source, data)
-    if fmt == "npz":
-        bundle = read_bundle(data, source, fmt)
-        is_bundle = any(name.lower() == "x" for name in bundle.matrices)
-    elif fmt in ("yaml", "json"):
-        tree = load_tree(data, source, fmt)
-        is_bundle = isinstance(tree, dict) and any(str(name).lower() == "x" for name in tree)
-        bundle = read_bundle(data, source, fmt) if is_bundle else None
-    else:
-        is_bundle = False
-    if not is_bundle:
-        return {"x": read_matrix(data, source, fmt)}
+    bundle = read_input(source, bundle={"x"})
+    if bundle.single:
+        return {"x": bundle.matrix()}
     entries = {name.lower(): m for name, m in bundle.matrices.items()}
     extra = sorted(set(entries) - set(BUNDLE_ENTRIES))
     if extra:
-        raise AttnError(f"the bundle has an unexpected entry {extra[0]!r}", source=source,
+        raise AttnError(f"the bundle has an unexpected entry {extra[0]!r}", source=source.name,
                         hint="a bundle holds x and any of " + ", ".join(BUNDLE_ENTRIES[1:]))
     return entries
 
