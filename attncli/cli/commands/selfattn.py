@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.emit import Emitted, Format, Result, choose_format, emit
+from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.io import check_stdin_once, open_input
 from attncli.cli.options import (
     AlignOption,
@@ -160,7 +160,7 @@ def self_attention(
     causal_mode = causal_setting(causal, causal_align)
     steps, random = compute_self(problem, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out, causal=causal_mode)
     settings = {"seed": seed, "random": random, "causal": causal_mode, "head": head}
-    result = self_result(problem, steps, settings, precision, choose_format(fmt))
+    result = self_result(problem, steps, settings, precision)
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn self")
 
 
@@ -319,7 +319,7 @@ def _width(option: str, value: int | None, problem: SelfProblem, names: tuple, d
     return given[0][1].shape[-1] if given else default
 
 
-def self_result(problem: SelfProblem, steps, settings: dict, precision: int, fmt: Format) -> Result:
+def self_result(problem: SelfProblem, steps, settings: dict, precision: int) -> Result:
     """JSON, terminal view and emittable matrices of one `attn self` run."""
     dims = _dims(problem, steps, n_head=steps.weights.shape[0])
     out_labels = _output_columns(problem)
@@ -340,7 +340,7 @@ def self_result(problem: SelfProblem, steps, settings: dict, precision: int, fmt
     }
     matrices = {
         "output": Emitted(steps.output, problem.x.row_labels, out_labels),
-        "weights": _weights_to_emit(problem, steps.weights, settings["head"], fmt),
+        "weights": _weights_to_emit(problem, steps.weights, settings["head"]),
         "q": Emitted(steps.q, problem.x.row_labels),
         "k": Emitted(steps.k, problem.context.row_labels),
         "v": Emitted(steps.v, problem.context.row_labels),
@@ -364,17 +364,13 @@ def _output_columns(problem: SelfProblem) -> list[str] | None:
     return None if last is None else last.col_labels
 
 
-def _weights_to_emit(problem: SelfProblem, weights, head: int | None, fmt: Format) -> Emitted:
-    """One head as n_q×n_k; else npy gets [heads, n_q, n_k] and csv/tsv every
-    head's rows stacked, labelled head:query."""
+def _weights_to_emit(problem: SelfProblem, weights, head: int | None) -> Emitted:
+    """One head as n_q×n_k, else every head as [heads, n_q, n_k] (which csv/tsv
+    write as the heads' rows stacked, labelled head:query)."""
     keys = problem.context.row_labels
     if head is not None:
         return Emitted(weights[head], problem.x.row_labels, keys)
-    if fmt is Format.npy:
-        return Emitted(weights)
-    n_head, n_q, n_k = weights.shape
-    labels = [f"{h}:{query}" for h in range(n_head) for query in problem.queries]
-    return Emitted(weights.reshape(n_head * n_q, n_k), labels, keys)
+    return Emitted(weights, problem.queries, keys)
 
 
 def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: list[str], precision: int):
