@@ -26,7 +26,7 @@ from attncli.cli.options import (
 from attncli.cli.qkv import describe
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
-from attncli.text import plural
+from attncli.text import parse_number, plural
 
 EXAMPLES = """\b
 Examples:
@@ -125,15 +125,16 @@ def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None
             n = matrix.shape[1]
             matrix.col_labels = ["value"] if n == 1 else [f"d{j}" for j in range(n)]
         return matrix.row_labels, matrix
+    assert keys is not None
     names = _split("--keys", keys)
     if values is None:
         return names, None
     numbers = []
     for text in _split("--values", values):
-        try:
-            numbers.append([float(text)])
-        except ValueError:
-            raise UsageError(f"--values: {text!r} is not a number") from None
+        number = parse_number(text)
+        if number is None:
+            raise UsageError(f"--values: {text!r} is not a number")
+        numbers.append([number])
     if len(numbers) != len(names):
         raise UsageError(f"{plural(len(names), 'key')} but {plural(len(numbers), 'value')}",
                          hint="give one value per key")
@@ -200,7 +201,7 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
         matrices["output"] = Emitted(steps.output, queries, value_matrix.col_labels)
     header = Text.assemble(
         ("lookup ", "bold"),
-        f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'} × {len(keys)} keys · "
+        f"{plural(len(queries), 'query', 'queries')} × {len(keys)} keys · "
         f"{space.name} ({f'{space.words:,} words, ' if space.words else ''}dim {space.dim})\n",
         describe(steps, space.dim, options),
     )

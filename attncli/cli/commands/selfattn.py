@@ -34,6 +34,7 @@ from attncli.cli.options import (
 from attncli.cli.qkv import causal_setting
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
+from attncli.text import plural
 
 if TYPE_CHECKING:
     from attncli.readers import Input
@@ -386,7 +387,7 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
                        and (name != "d_v" or "wo" in problem.weights))
     random = settings["random"]
     seed = f"seed {settings['seed']}: random {', '.join(random)}" if random else "no random weights"
-    details = [sizes, f"{n_head} head{'s' if n_head > 1 else ''} of d_head {dims['d_head']}",
+    details = [sizes, f"{plural(n_head, 'head')} of d_head {dims['d_head']}",
                f"scale 1/√{dims['d_head']} = {steps.heads.scale:.4g}", seed]
     if settings["causal"]:
         details.append(f"causal ({settings['causal']})")
