@@ -18,7 +18,7 @@ from hypothesis.extra.numpy import arrays
 from attncli.errors import AttnError
 from attncli.output.writers import write_delimited
 from attncli.readers import read_bundle, read_matrix
-from attncli.readers.base import parse_number
+from attncli.text import parse_number
 
 SOURCES = ["a.csv", "a.tsv", "a.txt", "a.yaml", "a.json", "a.npy", "a.npz", "<stdin>"]
 

@@ -1,6 +1,7 @@
-"""Writing a command's result once: a Rich view on a terminal, else JSON or
-one matrix as CSV/TSV/NPY; pictures first, so that their errors stop the
-command before anything is printed."""
+"""Writing a command's result once: a Rich view on a terminal, else one of the
+data formats of the WRITERS registry (JSON, or one array as CSV/TSV/NPY);
+pictures first, so that their errors stop the command before anything is
+printed."""
 
 from __future__ import annotations
 
@@ -12,25 +13,18 @@ from typing import Any
 
 from attncli.cli.io import STDIN
 from attncli.errors import UsageError
+from attncli.output.writers import WRITERS, Emitted
 
+__all__ = ["MATRIX_FORMATS", "Emitted", "Format", "Result", "choose_format", "emit", "is_terminal"]
 
-class Format(str, Enum):
-    table = "table"
-    json = "json"
-    csv = "csv"
-    tsv = "tsv"
-    npy = "npy"
+TABLE = "table"  # the Rich view; every other format is a writer
+DATA = "json"  # the format of a pipe when none is chosen
 
+# The --format choices: the Rich view and every writer, in registry order.
+Format = Enum("Format", [(name, name) for name in (TABLE, *WRITERS)], type=str)  # type: ignore[misc]
 
-MATRIX_FORMATS = (Format.csv, Format.tsv, Format.npy)  # write one matrix (--emit), not the whole result
-
-@dataclass
-class Emitted:
-    """One matrix a data format may write: values and optional labels."""
-
-    values: Any
-    row_labels: list[str] | None = None
-    col_labels: list[str] | None = None
+# The formats that write one array (--emit), not the whole result.
+MATRIX_FORMATS = tuple(Format(name) for name, writer in WRITERS.items() if not writer.whole)
 
 
 @dataclass
@@ -50,7 +44,7 @@ def is_terminal() -> bool:
 def choose_format(fmt: Format | None) -> Format:
     if fmt is not None:
         return fmt
-    return Format.table if is_terminal() else Format.json
+    return Format(TABLE) if is_terminal() else Format(DATA)
 
 
 def emit(
@@ -64,11 +58,10 @@ def emit(
 ) -> None:
     """Save the pictures asked for, then write the result to stdout once, in
     the chosen format (a picture error thus stops the command before output)."""
-    from attncli.output import writers
-
     fmt = choose_format(fmt)
+    table = fmt.value == TABLE
     view = None
-    if fmt is Format.table or svg is not None or html is not None:
+    if table or svg is not None or html is not None:
         view = result.view() if callable(result.view) else result.view
     if svg is not None or html is not None:
         if STDIN in (svg, html):
@@ -77,23 +70,17 @@ def emit(
 
         width = _console().width if is_terminal() else int(os.environ.get("COLUMNS", 0)) or PICTURE_WIDTH
         save_pictures(view, svg, html, title=title, width=width)
-    if fmt is Format.table:
+    if table:
         _console().print(view)
         return
-    if fmt is Format.json:
-        writers.write_json(sys.stdout, result.data)
-        sys.stdout.flush()
-        return
-    matrix = result.matrices[which]
-    if fmt is Format.npy:
-        if is_terminal():
-            raise UsageError("refusing to write binary NPY to a terminal", hint="redirect it: > out.npy")
-        writers.write_npy(sys.stdout.buffer, matrix.values)
-        sys.stdout.buffer.flush()
-        return
-    delimiter = "," if fmt is Format.csv else "\t"
-    writers.write_delimited(sys.stdout, matrix.values, matrix.row_labels, matrix.col_labels, delimiter)
-    sys.stdout.flush()
+    writer = WRITERS[fmt.value]
+    what = result.data if writer.whole else result.matrices[which]
+    if writer.binary and is_terminal():
+        raise UsageError(f"refusing to write binary {writer.name.upper()} to a terminal",
+                         hint=f"redirect it: > out.{writer.name}")
+    stream = sys.stdout.buffer if writer.binary else sys.stdout
+    writer.write(stream, what)
+    stream.flush()
 
 
 def _console():

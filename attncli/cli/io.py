@@ -4,40 +4,42 @@ and a progress bar for long work."""
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
 
-from attncli.errors import UsageError, file_error
+from attncli.errors import UsageError
+
+if TYPE_CHECKING:
+    from attncli.readers import Input, Matrix
 
 STDIN = "-"
 
+def open_input(name: str) -> Input:
+    """The input named on the command line: ``-`` is stdin, read now; a file
+    is read by its reader when needed (a float NPY file is memory-mapped, so a
+    K or V larger than memory can still be streamed through the kernel)."""
+    from attncli.readers import Input
+
+    if name == STDIN:
+        return Input.of(sys.stdin.buffer.read(), source_name(name))
+    return Input.file(name)
+
+
 def read_bytes(name: str) -> bytes:
     """The whole input named on the command line; ``-`` is stdin."""
-    if name == STDIN:
-        return sys.stdin.buffer.read()
-    try:
-        with open(name, "rb") as f:
-            return f.read()
-    except OSError as e:
-        raise file_error(name, e) from None
+    return open_input(name).data()
 
 
-def read_matrix_arg(name: str, *, mask: bool = False):
-    """The one matrix in the input named on the command line (``-`` is stdin).
+def read_matrix_arg(name: str, *, mask: bool = False) -> Matrix:
+    """The one matrix in the input named on the command line (``-`` is stdin)."""
+    from attncli.readers import read_matrix
 
-    A float NPY file is memory-mapped rather than read, so a K or V larger
-    than memory can still be streamed through the kernel.
-    """
-    from attncli.readers import detect_format, read_matrix
-    from attncli.readers.arrays import NPY_MAGIC, map_npy, matrix_from_array
-
-    if name != STDIN and detect_format(name, NPY_MAGIC) == "npy":
-        mapped = map_npy(name, name)
-        if mapped is not None:
-            return matrix_from_array(mapped, name, "", mask)
-    return read_matrix(read_bytes(name), source_name(name), mask=mask)
+    return read_matrix(open_input(name), mask=mask)
 
 
 def source_name(name: str) -> str:
+    """How errors name the input: the path as given, or <stdin>."""
     return "<stdin>" if name == STDIN else name
 
 
@@ -52,7 +54,7 @@ PROGRESS_AFTER = 1.0  # seconds of work before a progress bar appears
 
 
 @contextmanager
-def progress_bar(label: str):
+def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
     """A ``progress(done, total)`` callback that shows a Rich bar on stderr once
     the work has taken more than a second; None when stderr is not a terminal
     (pipes, CI, tests), so no work is done for it."""
@@ -61,7 +63,8 @@ def progress_bar(label: str):
         return
     import time
 
-    start, bar = time.monotonic(), {}
+    start = time.monotonic()
+    bar: dict[str, Any] = {}  # the Rich progress bar and its task, once shown
 
     def progress(done: int, total: int) -> None:
         if not bar and time.monotonic() - start > PROGRESS_AFTER:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from attncli.cli.emit import Emitted, Result
-from attncli.cli.io import check_stdin_once, progress_bar, read_bytes, read_matrix_arg, source_name
+from attncli.cli.io import check_stdin_once, open_input, progress_bar, read_matrix_arg
 from attncli.errors import AttnError, UsageError
 
 if TYPE_CHECKING:
@@ -50,20 +50,25 @@ class Problem:
 
 def load_problem(files: list[str], mask_file: str | None) -> Problem:
     """Read one bundle or three files, and the mask."""
-    from attncli.readers import read_bundle
+    from attncli.readers import NotABundle, read_bundle
 
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
     check_stdin_once([*files, mask_file])
     mask, meta = None, {}
     if len(files) == 1:
-        bundle = read_bundle(read_bytes(files[0]), source_name(files[0]))
+        source = open_input(files[0])
+        try:
+            bundle = read_bundle(source)
+        except NotABundle as e:
+            e.hint = "give three files Q K V, or one YAML/JSON/NPZ bundle with q, k and v"
+            raise
         entries = {name.lower(): m for name, m in bundle.matrices.items()}
         missing = [n for n in ("q", "k", "v") if n not in entries]
         extra = sorted(set(entries) - {"q", "k", "v", "mask"})
         if missing or extra:
             what = f"has no {', '.join(missing)}" if missing else f"has an unexpected entry {extra[0]!r}"
-            raise AttnError(f"the bundle {what}", source=source_name(files[0]),
+            raise AttnError(f"the bundle {what}", source=source.name,
                             hint="a bundle holds q, k and v, and optionally mask")
         q, k, v = entries["q"], entries["k"], entries["v"]
         mask, meta = entries.get("mask"), bundle.meta

@@ -1,15 +1,55 @@
-"""Arrays -> JSON, CSV/TSV or NPY on a stream: exact, never wrapped or coloured.
+"""Results -> JSON, CSV/TSV or NPY on a stream: exact, never wrapped or coloured.
 
-Numbers are written in the shortest form that reads back to the same value
-in their own dtype (0.15 for a float32 0.15, not 0.15000000596046448).
+``WRITERS`` is the registry of data formats, one line each: JSON writes a
+command's whole result; the others write one ``Emitted`` array. Numbers are
+written in the shortest form that reads back to the same value in their own
+dtype (0.15 for a float32 0.15, not 0.15000000596046448).
 """
 
 from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import IO, Any
+
+
+@dataclass
+class Emitted:
+    """One array a data format may write: [..., rows, cols] values and the
+    labels of the last two axes.
+
+    Leading axes (heads, layers) are the writer's business: NPY writes the
+    array as it is; CSV/TSV stack the matrices' rows, labelled ``h:label``.
+    """
+
+    values: Any
+    row_labels: list[str] | None = None
+    col_labels: list[str] | None = None
+
+    def stacked(self) -> tuple[Any, list[str] | None]:
+        """2-D values and their row labels: leading axes flattened into rows
+        labelled by their indices and the row label ('1:the', '0:2:q3')."""
+        values = self.values
+        if values.ndim <= 2:
+            return values, self.row_labels
+        import numpy as np
+
+        *leading, n_rows, n_cols = values.shape
+        rows = self.row_labels or [str(i) for i in range(n_rows)]
+        labels = [":".join(map(str, index)) + f":{row}" for index in np.ndindex(*leading) for row in rows]
+        return values.reshape(-1, n_cols), labels
+
+
+@dataclass(frozen=True)
+class Writer:
+    """A data format for ``--format``: how it writes a result to stdout."""
+
+    name: str
+    write: Callable[[IO[Any], Any], None]  # (stream, the result's JSON object or one Emitted)
+    whole: bool = False  # writes the whole result (its JSON object), not the one Emitted chosen by --emit
+    binary: bool = False  # bytes: never to a terminal
 
 
 def number_strings(values: Any) -> Any:
@@ -82,7 +122,7 @@ def write_delimited(
     for start in range(0, len(values), ROWS_PER_WRITE):  # a block of rows at a time
         rows = number_strings(values[start : start + ROWS_PER_WRITE]).tolist()
         if row_labels is not None:
-            rows = [[label, *row] for label, row in zip(row_labels[start : start + ROWS_PER_WRITE], rows)]
+            rows = [[label, *row] for label, row in zip(row_labels[start : start + ROWS_PER_WRITE], rows, strict=True)]
         writer.writerows(rows)
 
 
@@ -90,3 +130,23 @@ def write_npy(stream: IO[bytes], values: Any) -> None:
     import numpy as np
 
     np.save(stream, np.asarray(values), allow_pickle=False)
+
+
+def write_emitted_csv(stream: IO[str], matrix: Emitted) -> None:
+    write_delimited(stream, *matrix.stacked(), matrix.col_labels, ",")
+
+
+def write_emitted_tsv(stream: IO[str], matrix: Emitted) -> None:
+    write_delimited(stream, *matrix.stacked(), matrix.col_labels, "\t")
+
+
+def write_emitted_npy(stream: IO[bytes], matrix: Emitted) -> None:
+    write_npy(stream, matrix.values)
+
+
+WRITERS: dict[str, Writer] = {w.name: w for w in (
+    Writer("json", write_json, whole=True),
+    Writer("csv", write_emitted_csv),
+    Writer("tsv", write_emitted_tsv),
+    Writer("npy", write_emitted_npy, binary=True),
+)}

@@ -1,15 +1,49 @@
-"""NPY and NPZ: float arrays only, never unpickled, checked like text."""
+"""NPY and NPZ: float arrays only, never unpickled, checked like text.
+
+``read_npy`` memory-maps a float NPY file rather than reading it, so that a K
+or V larger than memory streams through the kernel one block at a time.
+"""
 
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
+from typing import Any
 
 from attncli.errors import AttnError
-from attncli.readers.base import Bundle, Matrix, checked_labels, first_bad, not_finite
+from attncli.readers.base import Bundle, Input, Matrix, Request, checked_labels, first_bad, not_finite
 
 NPY_MAGIC = b"\x93NUMPY"
+NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive; the second is an empty one
 
-def load_npy(data: bytes, source: str):
+
+def read_npy(source: Input, request: Request) -> Bundle:
+    """One matrix from an NPY array: memory-mapped from a file when it holds floats."""
+    array = map_npy(source.path) if source.mappable and source.path is not None else None
+    if array is None:
+        array = load_npy(source.data(), source.name)
+    return Bundle.of(matrix_from_array(array, source.name, "", request.mask))
+
+
+def read_npz(source: Input, request: Request) -> Bundle:
+    """An NPZ archive: named matrices, or with one array, one matrix.
+
+    Each array is a matrix; ``<name>_labels`` and ``<name>_columns`` string
+    arrays name its rows and columns. Read as named matrices, the array
+    ``mask`` is a mask; read as one matrix, every array is one if
+    ``request.mask``.
+    """
+    arrays = _load_npz(source.data(), source.name)
+    if request.is_bundle(arrays):
+        return _arrays_bundle(arrays, source.name, lambda name: name == "mask")
+    bundle = _arrays_bundle(arrays, source.name, lambda name: request.mask)
+    if len(bundle.matrices) != 1:
+        names = ", ".join(bundle.matrices) or "none"
+        raise AttnError(f"holds several arrays ({names}), expected one matrix", source=source.name,
+                        hint="pass it as the only file to read it as a bundle")
+    return Bundle.of(next(iter(bundle.matrices.values())))
+
+def load_npy(data: bytes, source: str) -> Any:
     """An ndarray from NPY bytes, without ever unpickling."""
     import numpy as np
 
@@ -35,7 +69,7 @@ def unreadable(e: Exception, source: str, what: str) -> AttnError:
     return AttnError(f"{what} ({detail})", source=source)
 
 
-def map_npy(path: str, source: str):
+def map_npy(path: str) -> Any:
     """A float NPY file memory-mapped (read-only), or None to read it as bytes.
 
     Mapping keeps a K or V larger than memory on disk: the kernel reads it one
@@ -55,7 +89,8 @@ def map_npy(path: str, source: str):
     return array if isinstance(array, np.memmap) and array.dtype.kind == "f" else None
 
 
-def read_npz(data: bytes, source: str, mask: bool = False, mask_names: set[str] = frozenset()) -> Bundle:
+def _load_npz(data: bytes, source: str) -> dict[str, Any]:
+    """Every array of an NPZ archive by name, never unpickled."""
     import numpy as np
 
     try:
@@ -66,6 +101,11 @@ def read_npz(data: bytes, source: str, mask: bool = False, mask_names: set[str] 
                 raise AttnError(f"holds {name}, which is not an NPY array", source=source)
     except Exception as e:  # zipfile, zlib and numpy errors for damaged bytes
         raise unreadable(e, source, "is not a readable NPZ archive") from None
+    return arrays
+
+
+def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str], bool]) -> Bundle:
+    """The arrays of an archive as matrices, named by their ``_labels`` and ``_columns`` arrays."""
     names = {}
     for name, array in arrays.items():
         base, _, kind = name.rpartition("_")
@@ -77,7 +117,7 @@ def read_npz(data: bytes, source: str, mask: bool = False, mask_names: set[str] 
     for name, array in arrays.items():
         if name.rpartition("_")[2] in ("labels", "columns") and name.rpartition("_")[0] in arrays:
             continue
-        m = matrix_from_array(array, source, name, mask or name in mask_names)
+        m = matrix_from_array(array, source, name, is_mask(name))
         m.row_labels = checked_labels(names.get((name, "labels")), m.shape[0], source, f"{name}_labels")
         m.col_labels = checked_labels(names.get((name, "columns")), m.shape[1], source, f"{name}_columns")
         bundle.matrices[name] = m
@@ -86,7 +126,7 @@ def read_npz(data: bytes, source: str, mask: bool = False, mask_names: set[str] 
     return bundle
 
 
-def matrix_from_array(array, source: str, where: str, mask: bool) -> Matrix:
+def matrix_from_array(array: Any, source: str, where: str, mask: bool) -> Matrix:
     """Check an ndarray is a finite 2-D float matrix (a 1-D vector is one row)."""
     import numpy as np
 

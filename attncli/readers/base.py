@@ -1,12 +1,15 @@
-"""What every reader shares: the Matrix and Bundle they return and the checks
-on numbers, so that each format reports problems the same way."""
+"""What every reader shares: the Input it reads, the Request saying what the
+caller expects, the Matrix and Bundle it returns, and the checks on numbers,
+so that each format reports problems the same way."""
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from attncli.errors import AttnError
+from attncli.errors import AttnError, file_error
 
 
 @dataclass
@@ -22,12 +25,107 @@ class Matrix:
         return self.values.shape
 
 
+LONE = ""  # the key of the one matrix of an input that holds a single matrix
+
+
 @dataclass
 class Bundle:
-    """Named matrices from one file (q, k, v, ...) and its plain settings."""
+    """Named matrices from one input (q, k, v, ...) and its plain settings.
+
+    An input that holds a single matrix (a CSV file, an NPY array, a YAML list
+    of rows) is a one-entry bundle keyed ``LONE``: see ``single`` and ``matrix``.
+    """
 
     matrices: dict[str, Matrix]
     meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, matrix: Matrix) -> Bundle:
+        """The one-entry bundle of an input that holds a single matrix."""
+        return cls({LONE: matrix})
+
+    @property
+    def single(self) -> bool:
+        """Was the input read as one matrix rather than as named entries?"""
+        return list(self.matrices) == [LONE]
+
+    def matrix(self) -> Matrix:
+        """The matrix of a single-matrix input."""
+        if not self.single:
+            raise ValueError(f"a bundle of {', '.join(self.matrices)}, not a single matrix")
+        return self.matrices[LONE]
+
+
+class NotABundle(AttnError):
+    """Named matrices were asked of a format that holds one matrix (CSV, NPY, ...).
+
+    A caller that knows what the user should do instead replaces the hint."""
+
+
+class Input:
+    """One input to read: a file, opened only when its bytes are needed and
+    read at most once (a FIFO or ``<(…)`` can be read only once), or bytes
+    already read (stdin, tests). ``name`` is how errors name it."""
+
+    def __init__(self, name: str, *, path: str | os.PathLike[str] | None = None, data: bytes | None = None) -> None:
+        if (path is None) == (data is None):
+            raise ValueError("an Input is a path or bytes")
+        self.name = name
+        self.path = None if path is None else os.fspath(path)
+        self._data = data
+
+    @classmethod
+    def file(cls, path: str | os.PathLike[str], name: str | None = None) -> Input:
+        return cls(os.fspath(path) if name is None else name, path=path)
+
+    @classmethod
+    def of(cls, source: Input | bytes | str | os.PathLike[str], name: str | None = None) -> Input:
+        """An Input from a path or from bytes (which need a ``name`` for errors)."""
+        if isinstance(source, Input):
+            return source
+        if isinstance(source, (bytes, bytearray, memoryview)):
+            if name is None:
+                raise ValueError("bytes need a name to report errors by")
+            return cls(name, data=bytes(source))
+        return cls.file(source, name)
+
+    def __repr__(self) -> str:
+        return f"Input({self.name!r}, path={self.path!r})"
+
+    @property
+    def suffix(self) -> str:
+        """The extension of the file (else of the name), lowercase with its dot ('.csv'), or ''."""
+        base = (self.path or self.name).rsplit("/", 1)[-1]
+        return base[base.rfind(".") :].lower() if "." in base else ""
+
+    def data(self) -> bytes:
+        """The whole input, read on first use."""
+        if self._data is None:
+            assert self.path is not None
+            try:
+                with open(self.path, "rb") as f:
+                    self._data = f.read()
+            except OSError as e:
+                raise file_error(self.name, e) from None
+        return self._data
+
+    @property
+    def mappable(self) -> bool:
+        """Can it be memory-mapped rather than read: a regular file not read yet?"""
+        return self.path is not None and self._data is None and os.path.isfile(self.path)
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the caller expects an input to hold."""
+
+    mask: bool = False  # accept booleans and -inf (an attention mask); a bundle's "mask" entry always does
+    bundle: bool = False  # named matrices (q, k, v, ...), never one matrix
+    bundle_if: frozenset[str] = frozenset()  # else: named matrices when it has one of these entries (any case)
+
+    def is_bundle(self, names: Iterable[Any]) -> bool:
+        """Read an input holding entries ``names`` as named matrices?"""
+        return self.bundle or any(str(name).lower() in self.bundle_if for name in names)
 
 
 def decode_text(data: bytes, source: str) -> str:
@@ -39,18 +137,6 @@ def decode_text(data: bytes, source: str) -> str:
         line = data[: e.start].count(b"\n") + 1
         raise AttnError("is not UTF-8 text", source=source, line=line,
                         hint="a binary file? NPY files start with \\x93NUMPY") from None
-
-
-def parse_number(text: str) -> float | None:
-    """Python float syntax, or None when the text is not a number."""
-    try:
-        return float(text)
-    except ValueError:
-        return None
-
-
-def plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 CHECK_BLOCK = 1 << 20  # cells checked at a time for NaN/inf

@@ -50,21 +50,19 @@ ELEMENTS = Limit("ATTN_MAX_ELEMENTS", 100_000_000, "values")  # one file of CSV/
 TREE_NODES = Limit("ATTN_MAX_YAML_NODES", 10_000_000, "YAML/JSON elements")  # after aliases expand
 LINE = Limit("ATTN_MAX_LINE", 10_000_000, "characters in one line")  # CSV/TSV/text
 
-SEPARATORS = {"csv": b",", "tsv": b"\t", "txt": b" ", "json": b",", "yaml": b","}
-
-
-def check_text(data: bytes, fmt: str, source: str) -> None:
+def check_text(data: bytes, source: str, separators: bytes, *, tree: bool = False) -> None:
     """Estimate, at C speed, how many numbers (and how long a line) a text
     input holds, and refuse it before parsing when that is past a limit.
 
-    The count is one per separator and one per line, labels and header
-    included: an upper bound, close for CSV/TSV, loose for text with runs of
-    spaces and for YAML/JSON.
+    The count is one per separator (each byte of ``separators``) and one per
+    line, labels and header included: an upper bound, close for CSV/TSV, loose
+    for text with runs of spaces and for YAML/JSON (``tree``: also counted
+    against the YAML/JSON elements limit, and lines are not limited).
     """
     lines = data.count(b"\n") + 1
-    cells = data.count(SEPARATORS[fmt]) + lines + (data.count(b"\t") if fmt == "txt" else 0)
+    cells = sum(data.count(bytes([byte])) for byte in separators) + lines
     ELEMENTS.check(cells, source, about=True)
-    if fmt in ("yaml", "json"):
+    if tree:
         TREE_NODES.check(cells, source, about=True)
     elif len(data) > LINE.value():
         _check_lines(data, source)

@@ -9,18 +9,53 @@ from typing import Any
 
 from attncli.errors import AttnError
 from attncli.readers.base import (
+    Bundle,
+    Input,
     Matrix,
+    Request,
     checked_labels,
     decode_text,
     first_bad,
     not_finite,
-    parse_number,
-    plural,
 )
-from attncli.readers.limits import TREE_NODES
+from attncli.readers.limits import TREE_NODES, check_text
+from attncli.text import parse_number, plural
 
 MAX_DEPTH = 8  # a bundle of labelled matrices is at most 4 deep
 SPEC_KEYS = {"rows", "labels", "columns", "divide"}
+
+
+def read_yaml(source: Input, request: Request) -> Bundle:
+    return read_tree(source, request, "yaml")
+
+
+def read_json(source: Input, request: Request) -> Bundle:
+    return read_tree(source, request, "json")
+
+
+def read_tree(source: Input, request: Request, fmt: str) -> Bundle:
+    """YAML or JSON: one matrix (see ``matrix_from_tree``) or, when the request
+    asks for named matrices, a mapping of them.
+
+    Each top-level entry holding a list or mapping is a matrix (the entry
+    ``mask`` a mask); scalar entries (``description: ...``) are kept as meta.
+    """
+    data = source.data()
+    check_text(data, source.name, b",", tree=True)
+    tree = load_tree(data, source.name, fmt)
+    if isinstance(tree, dict) and request.is_bundle(tree):
+        bundle = Bundle({})
+        for name, entry in tree.items():
+            if isinstance(entry, (list, dict)):
+                bundle.matrices[name] = matrix_from_tree(entry, source.name, name, mask=name == "mask")
+            else:
+                bundle.meta[name] = entry.value() if isinstance(entry, Scalar) else entry
+        return bundle
+    if request.bundle:
+        raise AttnError("a bundle must be a mapping of names to matrices (q:, k:, v:)",
+                        source=source.name, line=line_of(tree))
+    return Bundle.of(matrix_from_tree(tree, source.name, "", request.mask))
+
 
 class _Seq(list):
     line: int | None = None
@@ -173,6 +208,9 @@ def matrix_from_tree(tree: Any, source: str, where: str, mask: bool) -> Matrix:
     def fail(message: str, node: Any = None, hint: str | None = None) -> AttnError:
         return AttnError(prefix + message, source=source, line=line_of(node) or line_of(tree), hint=hint)
 
+    def cell_fail(where: str, node: Any) -> Callable[[str], AttnError]:
+        return lambda message: fail(f"{where}: {message}", node)
+
     spec = {}
     if isinstance(tree, dict) and "rows" in tree and set(tree) <= SPEC_KEYS:
         spec, tree = tree, tree["rows"]
@@ -192,15 +230,14 @@ def matrix_from_tree(tree: Any, source: str, where: str, mask: bool) -> Matrix:
         cells = row if isinstance(row, list) else [row]
         if not cells:
             raise fail(f"{name} is empty", row)
-        numbers.append([_cell(c, mask, lambda msg, c=c, j=j, name=name: fail(f"{name}, column {j + 1}: {msg}", c))
-                        for j, c in enumerate(cells)])
+        numbers.append([_cell(c, mask, cell_fail(f"{name}, column {j + 1}", c)) for j, c in enumerate(cells)])
         if len(cells) != len(numbers[0]):
             raise fail(f"{name} has {plural(len(cells), 'value')}, expected {len(numbers[0])} like the first row",
                        row, hint="every row needs the same number of columns")
     values = np.array(numbers, dtype=np.float64)
 
     if "divide" in spec:
-        divisor = _cell(spec["divide"], False, lambda msg: fail(f"divide: {msg}", spec["divide"]))
+        divisor = _cell(spec["divide"], False, cell_fail("divide", spec["divide"]))
         if divisor == 0:
             raise fail("divide must not be 0", spec["divide"])
         values = values / divisor

@@ -12,10 +12,12 @@ import codecs
 import io
 import os
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from attncli.errors import AttnError, file_error
-from attncli.vectors.table import FORMATS, SUPPORTED, WordVectors, _finite, _from_npz
+from attncli.readers.arrays import NPY_MAGIC
+from attncli.text import parse_number, plural
+from attncli.vectors.table import SUPPORTED, VECTOR_FORMATS, WordVectors, _finite, _from_npz
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,8 +59,8 @@ def read_vectors(
     """
     src_name = name or _name_of(source)
     fmt = format
-    if fmt is not None and fmt not in FORMATS:
-        raise ValueError(f"format must be one of {FORMATS}, not {fmt!r}")
+    if fmt is not None and fmt not in VECTOR_FORMATS:
+        raise ValueError(f"format must be one of {VECTOR_FORMATS}, not {fmt!r}")
     want = _Wanted(wanted) if wanted is not None else None
     with _open_binary(source) as f:
         head = f.peek(4096)[:4096]
@@ -82,19 +84,20 @@ def read_vectors(
         return _read_text(f, fmt, want, src_name)
 
 
-def _name_of(source) -> str:
+def _name_of(source: str | os.PathLike | BinaryIO) -> str:
     if isinstance(source, (str, os.PathLike)):
         return os.fspath(source)
-    return getattr(source, "name", None) if isinstance(getattr(source, "name", None), str) else "<stream>"
+    name = getattr(source, "name", None)
+    return name if isinstance(name, str) else "<stream>"
 
 
 class _open_binary:
     """A buffered binary reader (with peek) for a path or a stream; closes only what it opened."""
 
-    def __init__(self, source) -> None:
+    def __init__(self, source: Any) -> None:  # a path or a binary stream
         self.source = source
-        self.opened = None
-        self.wrapper = None
+        self.opened: io.BufferedReader | None = None
+        self.wrapper: io.BufferedReader | None = None
 
     def __enter__(self) -> io.BufferedReader:
         s = self.source
@@ -120,13 +123,12 @@ class _open_binary:
 
 def _detect(head: bytes, source: str) -> str:
     """Format from the first bytes of a file."""
-    if head.startswith(b"\x93NUMPY"):
+    if head.startswith(NPY_MAGIC):
         return "npy"
     if head.startswith(b"PK\x03\x04"):
         return "npz"  # a zip: numpy's .npz (a zipped GloVe download fails there with a hint)
     first, nl, rest = head.removeprefix(b"\xef\xbb\xbf").partition(b"\n")
-    header = first.split()
-    if len(header) == 2 and all(t.isdigit() for t in header):
+    if word2vec_header(first) is not None:
         if _looks_binary(rest):
             return "word2vec-binary"
         return "word2vec"
@@ -142,6 +144,27 @@ def _looks_binary(data: bytes) -> bool:
     except UnicodeDecodeError:
         return True
     return False
+
+
+def word2vec_header(line: bytes | str) -> tuple[int, int] | None:
+    """(N, DIM) from the first line of a word2vec file, ``N DIM`` (two whole
+    numbers in ASCII digits), or None when the line is not such a header."""
+    fields = line.split()
+    if len(fields) != 2 or not all(f.isascii() and f.isdigit() for f in fields):
+        return None
+    return int(fields[0]), int(fields[1])
+
+
+def _checked_header(line: bytes | str, source: str, found: str | None = None) -> tuple[int, int]:
+    """``word2vec_header`` of a file said to be word2vec: an error unless the
+    line is a header of vectors with at least one dimension."""
+    header = word2vec_header(line)
+    if header is None:
+        shown = "" if found is None else f", found {found!r}"
+        raise AttnError(f"expected a word2vec header 'N DIM'{shown}", source=source, line=1)
+    if header[1] == 0:
+        raise AttnError("the header says the vectors have 0 dimensions", source=source, line=1)
+    return header
 
 
 class _Wanted:
@@ -185,13 +208,7 @@ def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> Word
         if lineno == 1:
             line = line.lstrip("\ufeff")
             if fmt == "word2vec":
-                header = line.split()
-                if len(header) != 2 or not all(t.isdigit() for t in header):
-                    raise AttnError(f"expected a word2vec header 'N DIM', found {line.strip()[:40]!r}",
-                                    source=source, line=1)
-                declared, dim = int(header[0]), int(header[1])
-                if dim == 0:
-                    raise AttnError("the header says the vectors have 0 dimensions", source=source, line=1)
+                declared, dim = _checked_header(line, source, found=line.strip()[:40])
                 continue
         line = line.rstrip("\r\n").rstrip(" ")  # word2vec and fastText end lines with a space
         if not line:
@@ -214,9 +231,9 @@ def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> Word
                     problem = (f"{parts[-1][:40]!r} is not a number" if len(parts) > 1
                                else f"no numbers after the word {parts[0][:40]!r}")
                     raise AttnError(problem, source=source, line=lineno, hint=hint)
-            if len(parts) < dim + 1 or (len(parts) > dim + 1 and _is_number(parts[-dim - 1])):
+            if len(parts) < dim + 1 or (len(parts) > dim + 1 and parse_number(parts[-dim - 1]) is not None):
                 found = len(parts) - 1 if len(parts) < dim + 1 else _count_numbers(parts)
-                raise AttnError(f"expected {_numbers(dim)} after the word, found {found}", source=source,
+                raise AttnError(f"expected {plural(dim, 'number')} after the word, found {found}", source=source,
                                 line=lineno)
             word, rest = " ".join(parts[:-dim]), " ".join(parts[-dim:])  # GloVe 840B has words with spaces
         if want is not None and not want.keep(word):
@@ -256,40 +273,28 @@ def _parse_numbers(numbers: list[str], dim: int, words: list[str], lines: list[i
     except (ValueError, DeprecationWarning):
         v = np.zeros(0, dtype=np.float32)
     if v.size != len(numbers) * dim:  # find the culprit the slow way
-        for text, word, line in zip(numbers, words, lines):
+        for text, word, line in zip(numbers, words, lines, strict=True):
             if len(text.split()) != dim:
-                raise AttnError(f"expected {_numbers(dim)} after the word, found {len(text.split())}",
+                raise AttnError(f"expected {plural(dim, 'number')} after the word, found {len(text.split())}",
                                 source=source, line=line)
-            bad = next((t for t in text.split() if not _is_number(t)), None)
+            bad = next((t for t in text.split() if parse_number(t) is None), None)
             if bad is not None:
                 raise AttnError(f"{bad[:40]!r} is not a number (word {word[:40]!r})", source=source, line=line)
         raise AttnError("unreadable numbers", source=source, line=lines[0])
     v = v.reshape(len(numbers), dim)
-    bad = ~np.isfinite(v).all(axis=1)
-    if bad.any():
-        r = int(np.argmax(bad))
+    bad_rows = ~np.isfinite(v).all(axis=1)
+    if bad_rows.any():
+        r = int(np.argmax(bad_rows))
         raise AttnError(f"{words[r]!r} has a non-finite value ({v[r][~np.isfinite(v[r])][0]})", source=source,
                         line=lines[r])
     return v
-
-
-def _numbers(n: int) -> str:
-    return f"{n} number" if n == 1 else f"{n} numbers"
-
-
-def _is_number(t: str) -> bool:
-    try:
-        float(t)
-    except ValueError:
-        return False
-    return True
 
 
 def _count_numbers(parts: list[str]) -> int:
     """How many trailing fields are numbers, leaving at least one field for the word."""
     n = 0
     for t in reversed(parts[1:]):
-        if not _is_number(t):
+        if parse_number(t) is None:
             break
         n += 1
     return n
@@ -310,13 +315,7 @@ def _has_control(text: str) -> bool:
 def _read_w2v_binary(f: BinaryIO, want: _Wanted | None, source: str) -> WordVectors:
     import numpy as np
 
-    first = f.readline()
-    header = first.split()
-    if len(header) != 2 or not all(t.isdigit() for t in header):
-        raise AttnError("expected a word2vec header 'N DIM'", source=source, line=1)
-    declared, dim = int(header[0]), int(header[1])
-    if dim == 0:
-        raise AttnError("the header says the vectors have 0 dimensions", source=source, line=1)
+    declared, dim = _checked_header(f.readline(), source)
     size = 4 * dim
     words: list[str] = []
     rows: list[bytes] = []

@@ -21,13 +21,14 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from attncli.errors import AttnError
+from attncli.text import noun
 
 if TYPE_CHECKING:
     import numpy as np
 
 DEFAULT_TABLE = "glove6b50d.npz"
 DEFAULT_NAME = "the bundled GloVe 6B 50d table"
-FORMATS = ("glove", "word2vec", "word2vec-binary", "npy", "npz")
+VECTOR_FORMATS = ("glove", "word2vec", "word2vec-binary", "npy", "npz")  # read_vectors(format=...)
 SUPPORTED = "GloVe text, word2vec/fastText text or binary, .npy with a words file"
 # Punctuation stripped from both ends of each word of a phrase; inner hyphens
 # and apostrophes stay ("x-ray", "o'clock").
@@ -79,7 +80,7 @@ class WordVectors:
     @functools.cached_property
     def _index(self) -> dict[str, int]:
         n = len(self.words)  # built in reverse so that a duplicate keeps its first (most frequent) row
-        return dict(zip(reversed(self.words), range(n - 1, -1, -1)))
+        return dict(zip(reversed(self.words), range(n - 1, -1, -1), strict=True))
 
     @functools.cached_property
     def _folded(self) -> dict[str, int]:
@@ -123,7 +124,7 @@ class WordVectors:
         ``unknown words 'banan', 'chiar' (did you mean 'banana', 'chair'?)``.
         """
         rows = [self.find(w) for w in words]
-        missing = [w for w, i in zip(words, rows) if i is None]
+        missing = [w for w, i in zip(words, rows, strict=True) if i is None]
         if missing:
             raise self.unknown(missing)
         return self.vectors[rows]
@@ -139,12 +140,12 @@ class WordVectors:
         import numpy as np
 
         tokens = [phrase_words(t) for t in texts]
-        for text, toks in zip(texts, tokens):
+        for text, toks in zip(texts, tokens, strict=True):
             if not toks:
                 raise AttnError(f"no words in {text!r}")
         flat = [w for toks in tokens for w in toks]
         rows = [self.find(w) for w in flat]
-        missing = [w for w, i in zip(flat, rows) if i is None]
+        missing = [w for w, i in zip(flat, rows, strict=True) if i is None]
         if missing:
             raise self.unknown(missing)
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -228,10 +229,10 @@ class WordVectors:
     def unknown(self, words: list[str]) -> AttnError:
         """The one-line error naming every unknown word, with suggestions where there are some."""
         words = list(dict.fromkeys(words))  # unique, in order
-        plural = "s" if len(words) > 1 else ""
-        message = f"unknown word{plural} {_quote_list(words)}"
+        message = f"unknown {noun(len(words), 'word')} {_quote_list(words)}"
         suggestions = {w: self.suggest(w) for w in words}
         found = [s for s in suggestions.values() if s]
+        hint: str | None
         if found and len(found) == len(words):
             hint = f"did you mean {_quote_list(found)}?"
         elif found:

@@ -25,6 +25,7 @@ from attncli.cli.options import (
 )
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
 from attncli.errors import UsageError
+from attncli.text import plural
 
 if TYPE_CHECKING:
     from attncli.core.options import AttentionOptions
@@ -133,9 +134,9 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
         heading("The inputs",
                 "Each row is a vector. Every query is compared with every key, and each key has a value."),
         table(q, rows, problem.q.col_labels or _columns(d_k),
-              f"Q: {_count(n_q, 'query', 'queries')}, {n_q}×{d_k}"),
+              f"Q: {plural(n_q, 'query', 'queries')}, {n_q}×{d_k}"),
         table(k, key_rows, problem.k.col_labels or _columns(d_k),
-              f"K: {_count(n_k, 'key', 'keys')}, {n_k}×{d_k}"),
+              f"K: {plural(n_k, 'key')}, {n_k}×{d_k}"),
         table(v, key_rows, problem.columns, f"V: one value per key, {n_k}×{d_v}"),
         heading("Scores: QKᵀ", *score_sentences(problem, options, i, precision)),
         table(steps.scores, rows, key_cols, "scores = Q · Kᵀ, queries down, keys across"),
@@ -165,7 +166,7 @@ def score_sentences(problem: Problem, options: AttentionOptions, i: int, precisi
     from attncli.output.render import short
 
     q, k = problem.q.values[i], problem.k.values[0]
-    products = [f"{short(a, precision)} × {short(b, precision)}" for a, b in zip(q.tolist(), k.tolist())]
+    products = [f"{short(a, precision)} × {short(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
     return [
         "A score is the dot product of a query and a key: multiply them number by number and add up. "
         "The more alike they are, the bigger the score.",
@@ -244,7 +245,3 @@ def _sum(terms: list[str]) -> str:
 
 def _columns(d: int) -> list[str]:
     return [f"d{j}" for j in range(d)]
-
-
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"

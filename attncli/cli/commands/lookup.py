@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from attncli.cli.emit import Emitted, Result, emit
-from attncli.cli.io import read_bytes, source_name
+from attncli.cli.io import open_input, source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
     AttentionFlags,
@@ -25,6 +25,7 @@ from attncli.cli.options import (
 from attncli.cli.qkv import describe
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
+from attncli.text import parse_number, plural
 
 EXAMPLES = """\b
 Examples:
@@ -107,7 +108,6 @@ def lookup(
 def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None):
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
     from attncli.readers import Matrix, read_matrix
-    from attncli.readers.base import plural
 
     if (keys is None) == (dict_file is None):
         raise UsageError("give the keys with --keys a,b,c or --dict FILE" if keys is None
@@ -115,7 +115,7 @@ def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None
     if dict_file is not None:
         if values is not None:
             raise UsageError("--values goes with --keys; a --dict file holds its own values")
-        matrix = read_matrix(read_bytes(dict_file), source_name(dict_file))
+        matrix = read_matrix(open_input(dict_file))
         if matrix.row_labels is None:
             raise AttnError("has no keys", source=source_name(dict_file),
                             hint="write a mapping key: value, or put the keys in the first column")
@@ -123,15 +123,16 @@ def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None
             n = matrix.shape[1]
             matrix.col_labels = ["value"] if n == 1 else [f"d{j}" for j in range(n)]
         return matrix.row_labels, matrix
+    assert keys is not None
     names = _split("--keys", keys)
     if values is None:
         return names, None
     numbers = []
     for text in _split("--values", values):
-        try:
-            numbers.append([float(text)])
-        except ValueError:
-            raise UsageError(f"--values: {text!r} is not a number") from None
+        number = parse_number(text)
+        if number is None:
+            raise UsageError(f"--values: {text!r} is not a number")
+        numbers.append([number])
     if len(numbers) != len(names):
         raise UsageError(f"{plural(len(names), 'key')} but {plural(len(numbers), 'value')}",
                          hint="give one value per key")
@@ -198,7 +199,7 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
         matrices["output"] = Emitted(steps.output, queries, value_matrix.col_labels)
     header = Text.assemble(
         ("lookup ", "bold"),
-        f"{len(queries)} quer{'y' if len(queries) == 1 else 'ies'} × {len(keys)} keys · "
+        f"{plural(len(queries), 'query', 'queries')} × {len(keys)} keys · "
         f"{space.name} ({f'{space.words:,} words, ' if space.words else ''}dim {space.dim})\n",
         describe(steps, space.dim, options),
     )

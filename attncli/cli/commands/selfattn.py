@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.emit import Emitted, Format, Result, choose_format, emit
-from attncli.cli.io import check_stdin_once, read_bytes, source_name
+from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.io import check_stdin_once, open_input
 from attncli.cli.options import (
     FROM_OPTIONS,
     AttentionFlags,
@@ -34,6 +34,10 @@ from attncli.cli.options import (
 from attncli.cli.qkv import describe
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
+from attncli.text import plural
+
+if TYPE_CHECKING:
+    from attncli.readers import Input
 
 if TYPE_CHECKING:
     from attncli.core.options import AttentionOptions
@@ -151,7 +155,7 @@ def self_attention(
     options = attention.build(problem.mask)
     steps, random = compute_self(problem, options, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out)
     settings = {"seed": seed, "random": random, "options": options, "head": head}
-    result = self_result(problem, steps, settings, precision, choose_format(fmt))
+    result = self_result(problem, steps, settings, precision)
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn self")
 
 
@@ -186,7 +190,7 @@ class SelfProblem:
 
 
 def load_self_problem(source: str, context: str | None, files: dict, mask_file: str | None,
-                      vectors: tuple, columns: bool) -> SelfProblem:
+                      vectors: tuple[str | None, str | None], columns: bool) -> SelfProblem:
     """Read X (a file, a bundle or a sentence), the context, the weight files and the mask.
 
     ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table.
@@ -199,14 +203,14 @@ def load_self_problem(source: str, context: str | None, files: dict, mask_file: 
     check_stdin_once([source if x_is_file else None, context if z_is_file else None, *files.values(), mask_file])
     entries: dict = {}
     if x_is_file:
-        entries.update(_read_x_or_bundle(read_bytes(source), source_name(source)))
-    if z_is_file:
-        entries["context"] = read_matrix(read_bytes(context), source_name(context))
+        entries.update(_read_x_or_bundle(open_input(source)))
+    if z_is_file and context is not None:
+        entries["context"] = read_matrix(open_input(context))
     for name, path in files.items():
         if path is not None:
-            entries[name] = read_matrix(read_bytes(path), source_name(path))
+            entries[name] = read_matrix(open_input(path))
     if mask_file is not None:
-        entries["mask"] = read_matrix(read_bytes(mask_file), source_name(mask_file), mask=True)
+        entries["mask"] = read_matrix(open_input(mask_file), mask=True)
     if columns:
         for name in ("x", "context", "wq", "wk", "wv", "wo"):
             if name in entries:
@@ -238,27 +242,17 @@ def is_file_name(text: str) -> bool:
     return "/" in text or os.sep in text or re.search(r"[^.]\.[A-Za-z0-9]+$", text) is not None
 
 
-def _read_x_or_bundle(data: bytes, source: str) -> dict:
+def _read_x_or_bundle(source: Input) -> dict:
     """{"x": X} from a matrix file, or every entry of a bundle that holds x."""
-    from attncli.readers import detect_format, read_bundle, read_matrix
-    from attncli.readers.trees import load_tree
+    from attncli.readers import read_input
 
-    fmt = detect_format(source, data)
-    if fmt == "npz":
-        bundle = read_bundle(data, source, fmt)
-        is_bundle = any(name.lower() == "x" for name in bundle.matrices)
-    elif fmt in ("yaml", "json"):
-        tree = load_tree(data, source, fmt)
-        is_bundle = isinstance(tree, dict) and any(str(name).lower() == "x" for name in tree)
-        bundle = read_bundle(data, source, fmt) if is_bundle else None
-    else:
-        is_bundle = False
-    if not is_bundle:
-        return {"x": read_matrix(data, source, fmt)}
+    bundle = read_input(source, bundle={"x"})
+    if bundle.single:
+        return {"x": bundle.matrix()}
     entries = {name.lower(): m for name, m in bundle.matrices.items()}
     extra = sorted(set(entries) - set(BUNDLE_ENTRIES))
     if extra:
-        raise AttnError(f"the bundle has an unexpected entry {extra[0]!r}", source=source,
+        raise AttnError(f"the bundle has an unexpected entry {extra[0]!r}", source=source.name,
                         hint="a bundle holds x and any of " + ", ".join(BUNDLE_ENTRIES[1:]))
     return entries
 
@@ -320,7 +314,7 @@ def _width(option: str, value: int | None, problem: SelfProblem, names: tuple, d
     return given[0][1].shape[-1] if given else default
 
 
-def self_result(problem: SelfProblem, steps, settings: dict, precision: int, fmt: Format) -> Result:
+def self_result(problem: SelfProblem, steps, settings: dict, precision: int) -> Result:
     """JSON, terminal view and emittable matrices of one `attn self` run."""
     dims = _dims(problem, steps, n_head=steps.weights.shape[0])
     out_labels = _output_columns(problem)
@@ -343,7 +337,7 @@ def self_result(problem: SelfProblem, steps, settings: dict, precision: int, fmt
     }
     matrices = {
         "output": Emitted(steps.output, problem.x.row_labels, out_labels),
-        "weights": _weights_to_emit(problem, steps.weights, settings["head"], fmt),
+        "weights": _weights_to_emit(problem, steps.weights, settings["head"]),
         "q": Emitted(steps.q, problem.x.row_labels),
         "k": Emitted(steps.k, problem.context.row_labels),
         "v": Emitted(steps.v, problem.context.row_labels),
@@ -367,17 +361,13 @@ def _output_columns(problem: SelfProblem) -> list[str] | None:
     return None if last is None else last.col_labels
 
 
-def _weights_to_emit(problem: SelfProblem, weights, head: int | None, fmt: Format) -> Emitted:
-    """One head as n_q×n_k; else npy gets [heads, n_q, n_k] and csv/tsv every
-    head's rows stacked, labelled head:query."""
+def _weights_to_emit(problem: SelfProblem, weights, head: int | None) -> Emitted:
+    """One head as n_q×n_k, else every head as [heads, n_q, n_k] (which csv/tsv
+    write as the heads' rows stacked, labelled head:query)."""
     keys = problem.context.row_labels
     if head is not None:
         return Emitted(weights[head], problem.x.row_labels, keys)
-    if fmt is Format.npy:
-        return Emitted(weights)
-    n_head, n_q, n_k = weights.shape
-    labels = [f"{h}:{query}" for h in range(n_head) for query in problem.queries]
-    return Emitted(weights.reshape(n_head * n_q, n_k), labels, keys)
+    return Emitted(weights, problem.queries, keys)
 
 
 def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: list[str], precision: int):
@@ -393,7 +383,7 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
                        and (name != "d_v" or "wo" in problem.weights))
     random = settings["random"]
     seed = f"seed {settings['seed']}: random {', '.join(random)}" if random else "no random weights"
-    details = [sizes, f"{n_head} head{'s' if n_head > 1 else ''} of d_head {dims['d_head']}",
+    details = [sizes, f"{plural(n_head, 'head')} of d_head {dims['d_head']}",
                describe(steps.heads, dims["d_head"], settings["options"]), seed]
     allowed = steps.heads.allowed
     header = Text.assemble((kind + " ", "bold"),

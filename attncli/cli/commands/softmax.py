@@ -12,6 +12,7 @@ from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.io import STDIN
 from attncli.cli.options import FormatOption, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
 from attncli.errors import AttnError, UsageError
+from attncli.text import parse_number
 
 EXAMPLES = """\b
 Examples:
@@ -54,11 +55,7 @@ class NumbersCommand(TyperCommand):
 
 def _numbers(word: str) -> bool:
     """Is the word one or more numbers ('-1.5', '-1,-2')?"""
-    try:
-        [float(w) for w in SEPARATORS.split(word) if w]
-    except ValueError:
-        return False
-    return True
+    return all(parse_number(w) is not None for w in SEPARATORS.split(word) if w)
 
 
 def softmax(
@@ -111,10 +108,9 @@ def _number(word: str, source: str | None, text: str | None) -> float:
     An argument is a usage error (exit 2), stdin is bad data (exit 1, with its line)."""
     import math
 
-    try:
-        value = float(word)
-    except ValueError:
-        value, problem = None, f"{word!r} is not a number"
+    value = parse_number(word)
+    if value is None:
+        problem: str | None = f"{word!r} is not a number"
     else:
         problem = None if not (math.isnan(value) or value == math.inf) else f"{word} is not allowed"
     if problem is None:

@@ -1,0 +1,116 @@
+"""The input formats: one registry line each, and ``read_input``, the one way
+every command reads an input.
+
+A format is found from the input's extension, else from its first bytes
+(``magic``), else, for text, from its content (``sniff_text``). Adding a
+format is one module with a reader and one line in ``FORMATS``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from attncli.readers import arrays, text, trees
+from attncli.readers.base import Bundle, Input, Matrix, NotABundle, Request
+
+Reader = Callable[[Input, Request], Bundle]
+
+
+@dataclass(frozen=True)
+class Format:
+    """An input format: how to recognise it and how to read it."""
+
+    name: str
+    extensions: tuple[str, ...]  # lowercase, with the dot
+    read: Reader
+    magic: tuple[bytes, ...] = ()  # first bytes that mark it, whatever the name
+    bundles: bool = False  # can hold named matrices (q, k, v, ...), not only one matrix
+
+
+FORMATS: dict[str, Format] = {f.name: f for f in (
+    Format("csv", (".csv",), text.read_csv),
+    Format("tsv", (".tsv", ".tab"), text.read_tsv),
+    Format("txt", (), text.read_txt),  # .txt and .dat may hold CSV or TSV too: recognised by content
+    Format("npy", (".npy",), arrays.read_npy, magic=(arrays.NPY_MAGIC,)),
+    Format("npz", (".npz",), arrays.read_npz, magic=arrays.NPZ_MAGIC, bundles=True),
+    Format("yaml", (".yaml", ".yml"), trees.read_yaml, bundles=True),
+    Format("json", (".json",), trees.read_json, bundles=True),
+)}
+
+
+def read_input(
+    source: Input | bytes | str | os.PathLike[str],
+    name: str | None = None,
+    fmt: str | None = None,
+    *,
+    mask: bool = False,
+    bundle: bool | Iterable[str] = False,
+) -> Bundle:
+    """Read a file (a path) or bytes (named ``name`` in errors) in any format.
+
+    The input holds one matrix (a one-entry Bundle, see ``Bundle.single``)
+    unless ``bundle``: True asks for named matrices (q, k, v, ...; a format
+    that holds one matrix is refused), a set of names asks for named matrices
+    when the input has an entry of one of those names, and one matrix otherwise.
+    ``mask`` accepts booleans and -inf (for attention masks). ``fmt`` overrides
+    the detected format.
+    """
+    src = Input.of(source, name)
+    form = FORMATS[fmt] if fmt else detect(src)
+    names = frozenset() if isinstance(bundle, bool) else frozenset(n.lower() for n in bundle)
+    request = Request(mask=mask, bundle=bundle is True, bundle_if=names)
+    if request.bundle and not form.bundles:
+        holders = "/".join(f.name.upper() for f in FORMATS.values() if f.bundles)
+        raise NotABundle(f"a {form.name.upper()} file holds one matrix, not a bundle", source=src.name,
+                         hint=f"named matrices come in {holders} files")
+    return form.read(src, request)
+
+
+def read_matrix(source: Input | bytes | str | os.PathLike[str], name: str | None = None, fmt: str | None = None,
+                *, mask: bool = False) -> Matrix:
+    """The one matrix an input holds; an NPZ archive must hold exactly one array."""
+    return read_input(source, name, fmt, mask=mask).matrix()
+
+
+def read_bundle(source: Input | bytes | str | os.PathLike[str], name: str | None = None,
+                fmt: str | None = None) -> Bundle:
+    """Named matrices from a YAML/JSON mapping or an NPZ archive."""
+    return read_input(source, name, fmt, bundle=True)
+
+
+EXTENSIONS = {ext: f for f in FORMATS.values() for ext in f.extensions}
+
+
+def detect(source: Input) -> Format:
+    """The format of an input: from its extension, else from its bytes."""
+    return EXTENSIONS.get(source.suffix) or FORMATS[sniff(source.data())]
+
+
+def detect_format(name: str, data: bytes) -> str:
+    """The name of the format of ``data`` named ``name``."""
+    return detect(Input.of(data, name)).name
+
+
+def sniff(data: bytes) -> str:
+    """The format of bytes: a format's magic bytes, else ``sniff_text``."""
+    for form in FORMATS.values():
+        if form.magic and data.startswith(form.magic):
+            return form.name
+    return sniff_text(data)
+
+
+def sniff_text(data: bytes) -> str:
+    """The text format from the first line that is not blank or a comment."""
+    head = data[:4096].decode("utf-8-sig", errors="replace")
+    lines = [ln for ln in head.splitlines() if ln.strip() and not re.match(r"\s*#(\s|$)", ln)]
+    first = lines[0].strip() if lines else ""
+    if first[:1] in ("[", "{"):
+        return "json"
+    if re.match(r"(-(\s|$)|---|[^,\t]*:(\s|$))", first):
+        return "yaml"
+    if "\t" in first:
+        return "tsv"
+    return "csv" if "," in first else "txt"
