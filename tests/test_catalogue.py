@@ -103,6 +103,8 @@ CATALOGUE = [
      "(give three files Q K V, or one YAML/JSON/NPZ bundle with q, k and v)"),
     # ---------------------------------------------------------------- usage (exit 2)
     ("two files", {}, ["run", "a", "b"], 2, "expected one bundle file or three files Q K V, got 2"),
+    ("emit a matrix run has not", {}, ["run", "{s}/colors.yaml", "--emit", "q", "-f", "csv"], 2,
+     "--emit q: this command writes output or weights"),
     ("stdin twice", {}, ["run", "-", "-", "x"], 2,
      "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"),
     ("stdin as file and mask", {}, ["run", "-", "k", "v", "--mask", "-"], 2,

@@ -60,6 +60,8 @@ def emit(
     the chosen format (a picture error thus stops the command before output)."""
     fmt = choose_format(fmt)
     table = fmt.value == TABLE
+    if not table and not WRITERS[fmt.value].whole and which not in result.matrices:
+        raise UsageError(f"--emit {which}: this command writes {' or '.join(result.matrices)}")
     view = None
     if table or svg is not None or html is not None:
         view = result.view() if callable(result.view) else result.view
