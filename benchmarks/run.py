@@ -85,10 +85,11 @@ def kernels(sizes: list[int], d: int = 64) -> None:
     rng = np.random.default_rng(0)
     for n in sizes:
         q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
-        contenders = {"attn": lambda: attention_blocked(q, k, v), "seed": lambda: seed_attention(q, k, v)}
+        contenders = {"attn": lambda q=q, k=k, v=v: attention_blocked(q, k, v),
+                      "seed": lambda q=q, k=k, v=v: seed_attention(q, k, v)}
         if torch is not None:
             tq, tk, tv = (torch.from_numpy(m)[None] for m in (q, k, v))
-            contenders["torch"] = lambda: F.scaled_dot_product_attention(tq, tk, tv)[0].numpy()
+            contenders["torch"] = lambda tq=tq, tk=tk, tv=tv: F.scaled_dot_product_attention(tq, tk, tv)[0].numpy()
         best = {name: math.inf for name in contenders}
         outputs = {}
         for round_ in range(5 if n <= 4096 else 3):

@@ -51,7 +51,7 @@ def test_default_labels_and_json_fields(attn, tmp_path):
 def test_npy_round_trip_keeps_float32(attn, tmp_path):
     rng = np.random.default_rng(0)
     q, k, v = (rng.normal(size=s).astype(np.float32) for s in ((3, 4), (5, 4), (5, 2)))
-    for name, m in zip("qkv", (q, k, v)):
+    for name, m in zip("qkv", (q, k, v), strict=True):
         np.save(tmp_path / f"{name}.npy", m)
     files = [tmp_path / f"{n}.npy" for n in "qkv"]
     for emit, expected_shape in (("output", (3, 2)), ("weights", (3, 5))):

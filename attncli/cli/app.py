@@ -27,8 +27,8 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in attn, not the user's mistake
 
 # Typer 0.29 vendors its own Click; find its exception classes through the
 # public ones, so this works with either.
-UsageError = typer.BadParameter.__mro__[1]
-ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 def report(message: str) -> None:
@@ -44,7 +44,7 @@ def exit_code(error: AttnError) -> int:
 class AttnGroup(TyperGroup):
     """Typer's group, with every failure reduced to one line and an exit code."""
 
-    def invoke(self, ctx: typer.Context):
+    def invoke(self, ctx):  # Click's Context, vendored by Typer or not
         try:
             return super().invoke(ctx)
         except AttnError as e:

@@ -3,7 +3,7 @@ result both commands write, and the lines that say what the outputs mean."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from attncli.cli.emit import Emitted, Result
 from attncli.cli.io import check_stdin_once, open_input, progress_bar, read_matrix_arg
@@ -208,7 +208,7 @@ def readings(problem: Problem, steps, precision: int, rows=None):
     return Group(*lines)
 
 
-def with_swatches(parts: list, label: str, colour, blend):
+def with_swatches(parts: list[Any], label: str, colour, blend):
     """A line about one query: ``label`` + ``parts``, with swatches before the
     query's label and before the mix (the last part) where colours show."""
     from rich.text import Text
@@ -218,6 +218,6 @@ def with_swatches(parts: list, label: str, colour, blend):
     plain = Text.assemble(label, *parts)
     if colour is None and blend is None:
         return plain
-    head = [swatch(colour), " "] if colour is not None else []
+    head: list[Any] = [swatch(colour), " "] if colour is not None else []
     tail = [*parts[:-1], swatch(blend), " ", parts[-1]] if blend is not None else parts
     return IfColour(Text.assemble(*head, label, *tail), plain)

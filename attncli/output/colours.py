@@ -40,7 +40,7 @@ def row_colours(labels: Sequence[str] | None, values: Any, rgb: bool) -> list[RG
 
     if rgb and values.ndim == 2 and values.shape[1] == 3:
         scale = 255.0 if values.min() >= 0 and values.max() <= 1 else 1.0
-        return [tuple(int(c) for c in row) for row in np.clip(np.rint(values * scale), 0, 255)]
+        return [(int(r), int(g), int(b)) for r, g, b in np.clip(np.rint(values * scale), 0, 255)]
     if not labels:
         return None
     colours = [parse_hex(label) for label in labels]
@@ -52,7 +52,7 @@ def mix(weights: Any, colours: Sequence[RGB]) -> list[RGB]:
     import numpy as np
 
     blended = np.asarray(weights, dtype=np.float64) @ np.asarray(colours, dtype=np.float64)
-    return [tuple(int(c) for c in row) for row in np.clip(np.rint(blended), 0, 255)]
+    return [(int(r), int(g), int(b)) for r, g, b in np.clip(np.rint(blended), 0, 255)]
 
 
 def are_shares(v: Any) -> bool:
@@ -66,4 +66,4 @@ def are_shares(v: Any) -> bool:
 def percentages(shares: Sequence[float], names: Sequence[str], precision: int = 3) -> str:
     """'48.8 % warm, 51.2 % cool' (precision counts the decimals of the share, 0.488)."""
     decimals = max(precision - 2, 0)
-    return ", ".join(f"{100 * s:.{decimals}f} % {name}" for s, name in zip(shares, names))
+    return ", ".join(f"{100 * s:.{decimals}f} % {name}" for s, name in zip(shares, names, strict=True))

@@ -80,7 +80,7 @@ def heatmap(
             if allowed is None or allowed[i][j] else Text("– ", style="dim")
             for j, w in enumerate(row)
         ])
-        for i, (label, row) in enumerate(zip(rows, weights.tolist()))
+        for i, (label, row) in enumerate(zip(rows, weights.tolist(), strict=True))
     ]
     return _titled(title, Group(ColumnBlocks(cols, body), ColourOnly(legend(top, precision))))
 
@@ -104,7 +104,7 @@ def number_table(
 ) -> RenderableType:
     """A plain matrix of numbers, right-aligned, labelled on both axes; wraps
     into blocks of columns when it is wider than the terminal."""
-    body = [(label, [fmt(x, precision) for x in row]) for label, row in zip(rows, values.tolist())]
+    body = [(label, [fmt(x, precision) for x in row]) for label, row in zip(rows, values.tolist(), strict=True)]
     return _titled(title, ColumnBlocks(cols, body))
 
 
@@ -141,8 +141,8 @@ class ColumnBlocks:
     table), so nothing is rendered twice.
     """
 
-    def __init__(self, cols: Sequence[Label], body: list[tuple[Label, list[Label]]]) -> None:
-        self.cols, self.body = list(cols), body
+    def __init__(self, cols: Sequence[Label], body: Sequence[tuple[Label, Sequence[Label]]]) -> None:
+        self.cols, self.body = list(cols), [(label, list(cells)) for label, cells in body]
 
     def widths(self, console: Console) -> tuple[int, list[int]]:
         """The label column's width and each column's, as this console shows them."""
@@ -252,7 +252,7 @@ def swatched(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | No
     """Row labels with a swatch beside each, when the rows are colours."""
     if colours is None:
         return list(labels)
-    return [IfColour(Text.assemble(swatch(rgb), " ", label), label) for label, rgb in zip(labels, colours)]
+    return [IfColour(Text.assemble(swatch(rgb), " ", label), label) for label, rgb in zip(labels, colours, strict=True)]
 
 
 def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | None) -> list[Label]:
@@ -260,7 +260,7 @@ def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, in
     if colours is None:
         return list(labels)
     return [IfColour(Text.assemble(label, "\n", swatch(rgb, max(len(label), 2))), label)
-            for label, rgb in zip(labels, colours)]
+            for label, rgb in zip(labels, colours, strict=True)]
 
 
 def bar(x: float, width: int = 20) -> Text:
@@ -297,6 +297,6 @@ def lookup_table(
     parts: list[RenderableType] = [title, table]
     if output is not None:
         sums = [fmt(float(x), precision) for x in output]
-        total = sums[0] if len(sums) == 1 else ", ".join(f"{n} {x}" for n, x in zip(columns, sums))
+        total = sums[0] if len(sums) == 1 else ", ".join(f"{n} {x}" for n, x in zip(columns, sums, strict=True))
         parts.append(Text.assemble(("weighted sum: ", "bold"), total))
     return Group(*parts)

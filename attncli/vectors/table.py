@@ -127,7 +127,7 @@ class WordVectors:
         missing = [w for w, i in zip(words, rows, strict=True) if i is None]
         if missing:
             raise self.unknown(missing)
-        return self.vectors[rows]
+        return self.vectors[[i for i in rows if i is not None]]
 
     def phrases(self, texts: list[str]) -> np.ndarray:  # [n] texts -> [n, dim] float32
         """Vectors of words or phrases: a phrase is the mean of its words' vectors.
@@ -151,7 +151,7 @@ class WordVectors:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         start = 0
         for j, toks in enumerate(tokens):
-            out[j] = self.vectors[rows[start:start + len(toks)]].mean(axis=0)
+            out[j] = self.vectors[[i for i in rows[start:start + len(toks)] if i is not None]].mean(axis=0)
             start += len(toks)
         return out
 

@@ -175,7 +175,7 @@ def score_sentences(problem: Problem, options: AttentionOptions, i: int, precisi
     ]
 
 
-def scale_sentences(steps, d_k: int, options: AttentionOptions) -> list[str]:
+def scale_sentences(steps, d_k: int, options: AttentionOptions) -> list[str | None]:
     """Which scale, and why."""
     if options.scale is not None:
         first = f"The scores are multiplied by {steps.scale:g}, as --scale asks."

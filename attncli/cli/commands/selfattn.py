@@ -60,18 +60,23 @@ RANDOM = ("wq", "wk", "wv")  # drawn from --seed when not given; W_O and biases 
 MAX_TABLE_COLUMNS = 12  # output columns shown on a terminal; data formats have them all
 
 
-def _file_option(flag: str, what: str):
-    return Annotated[str | None, typer.Option(flag, metavar="FILE", help=what, show_default=False)]
-
-
-WqOption = _file_option("--wq", "W_Q, d_in×d_attn: Q = X W_Q + b_q. Random when not given.")
-WkOption = _file_option("--wk", "W_K, d_z×d_attn: K = Z W_K + b_k. Random when not given.")
-WvOption = _file_option("--wv", "W_V, d_z×d_v: V = Z W_V + b_v. Random when not given.")
-WoOption = _file_option("--wo", "W_O, d_v×d_out: output = concat(heads) W_O + b_o. None when not given.")
-BqOption = _file_option("--bq", "b_q, d_attn numbers (one row or column). Zero when not given.")
-BkOption = _file_option("--bk", "b_k, d_attn numbers. Zero when not given.")
-BvOption = _file_option("--bv", "b_v, d_v numbers. Zero when not given.")
-BoOption = _file_option("--bo", "b_o, d_out numbers; needs W_O.")
+WqOption = Annotated[str | None, typer.Option(
+    "--wq", metavar="FILE", show_default=False, help="W_Q, d_in×d_attn: Q = X W_Q + b_q. Random when not given.")]
+WkOption = Annotated[str | None, typer.Option(
+    "--wk", metavar="FILE", show_default=False, help="W_K, d_z×d_attn: K = Z W_K + b_k. Random when not given.")]
+WvOption = Annotated[str | None, typer.Option(
+    "--wv", metavar="FILE", show_default=False, help="W_V, d_z×d_v: V = Z W_V + b_v. Random when not given.")]
+WoOption = Annotated[str | None, typer.Option(
+    "--wo", metavar="FILE", show_default=False,
+    help="W_O, d_v×d_out: output = concat(heads) W_O + b_o. None when not given.")]
+BqOption = Annotated[str | None, typer.Option(
+    "--bq", metavar="FILE", show_default=False, help="b_q, d_attn numbers (one row or column). Zero when not given.")]
+BkOption = Annotated[str | None, typer.Option(
+    "--bk", metavar="FILE", show_default=False, help="b_k, d_attn numbers. Zero when not given.")]
+BvOption = Annotated[str | None, typer.Option(
+    "--bv", metavar="FILE", show_default=False, help="b_v, d_v numbers. Zero when not given.")]
+BoOption = Annotated[str | None, typer.Option(
+    "--bo", metavar="FILE", show_default=False, help="b_o, d_out numbers; needs W_O.")]
 
 
 @attention_options()

@@ -31,12 +31,15 @@ class NumbersCommand(TyperCommand):
     stay where Click expects them; every other word goes after ``--``, in order."""
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:
-        takes_value, flags = set(), set()
+        takes_value: set[str] = set()
+        flags: set[str] = set()
         for param in self.get_params(ctx):
             if getattr(param, "param_type_name", "") == "option":
                 names = [*param.opts, *param.secondary_opts]
-                (flags if param.is_flag or param.count else takes_value).update(names)
-        options, words = [], []
+                is_flag = getattr(param, "is_flag", False) or getattr(param, "count", False)
+                (flags if is_flag else takes_value).update(names)
+        options: list[str] = []
+        words: list[str] = []
         rest = iter(args)
         for arg in rest:
             if arg == "--":
@@ -143,7 +146,8 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
         f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}", "weight"]
     body = []
     for i, w in enumerate(weights.tolist()):
-        cells = [fmt(x[i], precision)] + ([fmt(scaled[i], precision)] if temperature != 1 else [])
+        cells: list[str | Text] = [fmt(x[i], precision)]
+        cells += [fmt(scaled[i], precision)] if temperature != 1 else []
         cells += [fmt(exps[i], precision), Text(f" {fmt(w, precision)} ", style=cell_style(w / top))]
         body.append((str(i + 1), cells))
     note = Text.assemble(

@@ -76,7 +76,7 @@ def trace(
     from attncli.models import trace as run_trace
 
     text = read_bytes(text).decode("utf-8", errors="replace").strip() if text == "-" else text
-    if fmt in (Format.csv, Format.tsv) and not (layers and heads and len(layers) == len(heads) == 1):
+    if fmt is not None and fmt.value in ("csv", "tsv") and not (layers and heads and len(layers) == len(heads) == 1):
         raise UsageError(f"{fmt.value} writes one matrix", hint="pick one --layer and one --head, or use json or npy")
     loaded = load_model(model)
     t = run_trace(loaded, text)
