@@ -73,5 +73,6 @@ def test_binary_inputs_are_not_limited(monkeypatch, tmp_path):
 def test_limit_through_the_cli(attn, samples, tmp_path):
     result = attn("run", samples / "q.csv", samples / "k.csv", samples / "v.csv", env={"ATTN_MAX_ELEMENTS": "4"})
     assert result.exit_code == 1
-    assert result.stderr.strip() == \
-        f"attn: error: {samples}/q.csv: has about 9 values, more than the limit of 4 (set ATTN_MAX_ELEMENTS to raise it)"
+    assert result.stderr.strip() == (
+        f"attn: error: {samples}/q.csv: has about 9 values, "
+        "more than the limit of 4 (set ATTN_MAX_ELEMENTS to raise it)")

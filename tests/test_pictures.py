@@ -100,7 +100,8 @@ def test_failed_rename_is_an_error_and_leaves_nothing(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args, shown", [
-    (["lookup", "fruit", "--keys", "apple,banana,chair", "--values", "10,5,2"], ("query fruit", "banana", "weighted sum")),
+    (["lookup", "fruit", "--keys", "apple,banana,chair", "--values", "10,5,2"], ("query fruit", "banana",
+     "weighted sum")),
     (["self", "the pink elephant", "--heads", "2", "--d-attn", "4"], ("head 0 of 2", "elephant", "output")),
 ])
 def test_pictures_from_lookup_and_self(attn, tmp_path, args, shown):

@@ -58,7 +58,8 @@ def test_unmappable_npy_reports_as_before(attn, tmp_path):
     assert attn.fails("run", tmp_path / "x.npy", good, good).endswith(
         "x.npy: holds Python objects (pickled data), which attn never loads "
         "(save a float array: np.save(f, a.astype(float)))")
-    assert attn.fails("run", tmp_path / "n.npy", good, good).endswith("n.npy: row 1, column 2: nan is not a finite number")
+    message = attn.fails("run", tmp_path / "n.npy", good, good)
+    assert message.endswith("n.npy: row 1, column 2: nan is not a finite number")
     (tmp_path / "t.npy").write_bytes(good.read_bytes()[:-5])
     assert "t.npy: is truncated or damaged (" in attn.fails("run", tmp_path / "t.npy", good, good)
 
