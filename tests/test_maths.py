@@ -5,10 +5,11 @@ import math
 
 import numpy as np
 import pytest
-from reference import attention as reference
 
 from attncli import attention, attention_steps, causal_mask, softmax
 from attncli.errors import AttnError, ShapeError, UsageError
+
+from reference import attention as reference
 
 # Seed 003: RGB colours, warm or cool (the post's code: Q = #8517dc).
 RGB_Q = np.array([[133, 23, 220]]) / 255.0

@@ -3,10 +3,11 @@ and its one table of exit codes."""
 
 import numpy as np
 import pytest
-from reference import attention as reference
 
 from attncli import AttentionOptions, attention, attention_steps
 from attncli.errors import AttnError, ShapeError, UsageError
+
+from reference import attention as reference
 
 RNG = np.random.default_rng(7)
 Q, K, V = RNG.normal(size=(5, 4)), RNG.normal(size=(7, 4)), RNG.normal(size=(7, 3))

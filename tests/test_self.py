@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+
 from reference import attention as attention_reference
 from reference import multi_head as reference
 

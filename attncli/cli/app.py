@@ -25,7 +25,7 @@ EXIT_CODES: dict[type[AttnError], int] = {
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `attn ... | head`
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in attn, not the user's mistake
 
-# Typer 0.29 vendors its own Click; find its exception classes through the
+# Typer (0.26 and later) vendors its own Click; find its exception classes through the
 # public ones, so this works with either.
 UsageError: type[Exception] = typer.BadParameter.__mro__[1]
 ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
