@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.emit import Format
+from attncli.cli.emit import MATRIX_FORMATS, Format
 from attncli.core.options import CAUSAL_ALIGNS, SIMILARITIES
 
 if TYPE_CHECKING:
@@ -72,12 +72,14 @@ SimilarityOption = Annotated[Similarity, typer.Option(
 )]
 
 
+FORMAT_NAMES = ", ".join(f.value for f in Format)  # from the writers' registry: "table, json, csv, tsv, npy"
+MATRIX_FORMAT_NAMES = "/".join(f.value for f in MATRIX_FORMATS)  # "csv/tsv/npy"
 FormatOption = Annotated[
     Format | None,
     typer.Option(
         "--format", "-f",
-        help="table, json, csv, tsv or npy. Default: table on a terminal, json in a pipe. "
-             "csv/tsv/npy write the one matrix chosen by --emit.",
+        help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. "
+             f"{MATRIX_FORMAT_NAMES} write the one matrix chosen by --emit.",
         show_default=False,
     ),
 ]

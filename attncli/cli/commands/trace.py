@@ -10,7 +10,7 @@ import typer
 
 from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.io import read_bytes
-from attncli.cli.options import HtmlOption, PrecisionOption, SvgOption
+from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption
 from attncli.errors import UsageError
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ Examples:
 
 TraceFormatOption = Annotated[Format | None, typer.Option(
     "--format", "-f", show_default=False,
-    help="table, json, csv, tsv or npy. Default: table on a terminal, json in a pipe. "
+    help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. "
          "npy writes the weights, 4-D; csv/tsv one head's matrix (one --layer, one --head).",
 )]
 
