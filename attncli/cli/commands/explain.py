@@ -63,8 +63,8 @@ def explain(
     out term by term for one query. Takes the same inputs and options as
     'attn run'. In a pipe: JSON with scores, scaled, logits, weights, output.
     """
-    problem = load_problem(files, attention.mask)
-    options = attention.build(problem.mask)
+    problem = load_problem(files, attention)
+    options = problem.options()
     steps = compute(problem, options)
     result = explain_result(problem, steps, precision, options, pick_query(problem, query))
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
