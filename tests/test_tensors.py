@@ -201,3 +201,41 @@ def test_missing_extra_is_one_line_naming_it(attn, tmp_path, monkeypatch):
     np.save(tmp_path / "q.npy", Q)
     assert attn.fails("run", tmp_path / "q.npy", tmp_path / "q.npy", tmp_path / "q.npy", "-f", "safetensors") == (
         "writing safetensors needs safetensors, from the 'tensors' extra (pip install 'attncli[tensors]')")
+
+
+# ---------------------------------------------------------------- attn explain on tensors and variants
+
+
+def test_explain_one_head_of_a_tensor_matches_run(attn, tmp_path):
+    files = save(tmp_path, q=Q, k=K, v=V, sinks=SINKS)
+    args = ["--rope", "neox", "--window", "2,0", "--sinks", files[3], "--alibi", "--softcap", "2"]
+    run = attn.json("run", *files[:3], *args)
+    one = attn.json("explain", *files[:3], *args, "--batch", "1", "--head", "3")
+    assert (one["batch"], one["head"]) == (1, 3)
+    np.testing.assert_allclose(one["weights"], np.array(run["weights"])[1, 3], atol=1e-7)
+    np.testing.assert_allclose(one["output"], np.array(run["output"])[1, 3], atol=1e-7)
+    np.testing.assert_allclose(one["k"], K[1, 1], atol=0)  # query head 3 reads K/V head 3 // 2 = 1
+    assert one["shapes"] == {"q": [3, 8], "k": [5, 8], "v": [5, 6]}
+
+
+def test_explain_names_each_variant_in_its_step(attn, tmp_path):
+    files = save(tmp_path, q=Q, k=K, v=V, sinks=SINKS)
+    out = attn("explain", *files[:3], "--rope", "gptj", "--window", "2,0", "--sinks", files[3], "--alibi",
+               "--softcap", "2", "--head", "1", "-f", "table").stdout
+    lines = out.splitlines()
+    assert lines[2] == ("logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
+                        "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)")
+    assert lines[3] == "batch 0 · head 1 of the tensors (--batch, --head choose another)"
+    for heading in ("2. RoPE (gptj): Q and K rotated by position", "5. Soft-cap", "6. Mask and ALiBi",
+                    "7. Weights: softmax of each row"):
+        assert heading in lines
+    assert "gptj pairs features 2i and 2i + 1 (interleaved). Keys sit at positions 0 to 4, queries at 2 to 4" in out
+    assert "The window (2,0) lets query i see keys i to i + 2." in out
+    assert "e^x / (Σ e^x + e^s), where s is the head's sink" in out
+    assert "weights, each row sums to less than 1" in out
+
+
+def test_explain_without_variants_is_unchanged(attn, samples):
+    lines = attn("explain", samples / "colors.yaml", "-f", "table").stdout.splitlines()
+    assert not any(line.startswith("logits = softcap") for line in lines)
+    assert "2. Scores: QKᵀ" in lines

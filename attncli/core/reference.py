@@ -29,6 +29,7 @@ class Steps:
     allowed: np.ndarray | None  # [..., n_q, n_k] bool, None when nothing is forbidden
     weights: np.ndarray  # [..., n_q, n_k] softmax of the logits; each row sums to 1 (or 0; < 1 with sinks)
     output: np.ndarray  # [..., n_q, d_v] weights V
+    rotated: tuple[np.ndarray, np.ndarray] | None = None  # RoPE(Q) [..., H_q, n_q, d_k], RoPE(K) [..., H_kv, n_k, d_k]
 
 
 def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None) -> np.ndarray:
@@ -71,4 +72,7 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     if allowed is not None:
         allowed = np.broadcast_to(allowed, logits.shape)
     qk, logits, weights, output = (p.ungroup(x) for x in (qk, logits, weights, output))
-    return Steps(qk, p.scale, logits, None if allowed is None else p.ungroup(allowed), weights, output)
+    rotated = None
+    if p.options.rope is not None:  # Q and K as they met: rotated, K without the grouping axis
+        rotated = (p.ungroup(p.q), p.k[..., 0, :, :] if p.group > 1 else p.k)
+    return Steps(qk, p.scale, logits, None if allowed is None else p.ungroup(allowed), weights, output, rotated)
