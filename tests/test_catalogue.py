@@ -142,6 +142,17 @@ CATALOGUE = [
      "--head 4 but there are 4 query heads (they are numbered from 0 to 3)"),
     ("batch out of range", TENSORS, ["run", *T, "--batch", "1"], 2,
      "--batch 1 but there is 1 batch (the only one is 0)"),
+    # ---------------------------------------------------------------- attn check
+    ("check without inputs", {}, ["check", "{d}/out.npy"], 2,
+     "expected OUT and one bundle, or OUT and three files Q K V, got 1 file"),
+    ("check negative factor", {}, ["check", "o", *QKV, "--factor", "-1"], 2,
+     "--factor must be a finite number ≥ 0, got -1.0"),
+    ("check OUT of another shape", {"out.npy": npy(np.ones((2, 1)))}, ["check", "{d}/out.npy", *QKV], 1,
+     "OUT is 2×1 but the output of Q, K and V is 1×1 (the same inputs, options and layout as the kernel's)"),
+    ("check integer OUT", {"out.npy": npy(np.ones((1, 1), int))}, ["check", "{d}/out.npy", *QKV], 1,
+     "{d}/out.npy: holds int64 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
+    ("check stdin twice", {}, ["check", "-", "-", "k", "v"], 2,
+     "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"),
     # ---------------------------------------------------------------- YAML / JSON
     ("YAML boolean", {"b.yaml": "q: [[1, 2]]\nk: [[1, yes]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:2: k: row 1, column 2: 'yes' is not a number (YAML reads it as true/false)"),

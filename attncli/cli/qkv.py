@@ -152,20 +152,27 @@ def output_matrix(problem: Problem, output) -> Emitted:
 def describe(steps: Steps, d_k: int, options: AttentionOptions) -> str:
     """'scale 1/√3 = 0.5774' and the other settings in force, for the header.
     With several heads, ``d_k`` is a head's width and the mask count is one head's."""
+    parts = [describe_options(d_k, options)]
+    if steps.allowed is not None:
+        allowed = steps.allowed.reshape(-1, *steps.allowed.shape[-2:])[0]  # [n_q, n_k], the first head's
+        parts.append(f"{int((~allowed).sum())} of {allowed.size} pairs masked")
+    return " · ".join(parts)
+
+
+def describe_options(d_k: int, options: AttentionOptions) -> str:
+    """The settings in force: 'scale 1/√3 = 0.5774 · RoPE neox (θ 10000) · causal (top-left)'."""
+    scale = options.scale_for(d_k)
     if options.scale is not None:
-        parts = [f"scale {steps.scale:g}"]
+        parts = [f"scale {scale:g}"]
     elif options.similarity == "cosine":
         parts = ["cosine similarity", "scale 1"]
     else:
-        parts = [f"scale 1/√{d_k} = {steps.scale:.4g}"]
+        parts = [f"scale 1/√{d_k} = {scale:.4g}"]
     if options.temperature != 1:
         parts.append(f"temperature {options.temperature:g}")
     parts += variant_parts(options)
     if options.causal is not None:
         parts.append(f"causal ({options.causal})")
-    if steps.allowed is not None:
-        allowed = steps.allowed.reshape(-1, *steps.allowed.shape[-2:])[0]  # [n_q, n_k], the first head's
-        parts.append(f"{int((~allowed).sum())} of {allowed.size} pairs masked")
     return " · ".join(parts)
 
 

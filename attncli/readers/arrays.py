@@ -25,7 +25,8 @@ def read_npy(source: Input, request: Request) -> Bundle:
     array = map_npy(source.path) if source.mappable and source.path is not None else None
     if array is None:
         array = load_npy(source.data(), source.name)
-    return Bundle.of(matrix_from_array(array, source.name, "", request.mask, tensors=request.tensors))
+    return Bundle.of(matrix_from_array(array, source.name, "", request.mask, tensors=request.tensors,
+                                       finite=request.finite))
 
 
 def read_npz(source: Input, request: Request) -> Bundle:
@@ -39,7 +40,7 @@ def read_npz(source: Input, request: Request) -> Bundle:
     arrays = _load_npz(source.data(), source.name)
     if request.is_bundle(arrays):
         return _arrays_bundle(arrays, source.name, lambda name: name == "mask", request.tensors)
-    bundle = _arrays_bundle(arrays, source.name, lambda name: request.mask, request.tensors)
+    bundle = _arrays_bundle(arrays, source.name, lambda name: request.mask, request.tensors, request.finite)
     if len(bundle.matrices) != 1:
         names = ", ".join(bundle.matrices) or "none"
         raise AttnError(f"holds several arrays ({names}), expected one matrix", source=source.name,
@@ -110,7 +111,7 @@ def _load_npz(data: bytes, source: str) -> dict[str, Any]:
 
 
 def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str], bool],
-                   tensors: bool = False) -> Bundle:
+                   tensors: bool = False, finite: bool = True) -> Bundle:
     """The arrays of an archive as matrices, named by their ``_labels`` and ``_columns`` arrays."""
     names = {}
     for name, array in arrays.items():
@@ -123,7 +124,7 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str],
     for name, array in arrays.items():
         if name.rpartition("_")[2] in ("labels", "columns") and name.rpartition("_")[0] in arrays:
             continue
-        m = matrix_from_array(array, source, name, is_mask(name), tensors=tensors)
+        m = matrix_from_array(array, source, name, is_mask(name), tensors=tensors, finite=finite)
         m.row_labels = checked_labels(names.get((name, "labels")), m.shape[-2], source, f"{name}_labels")
         m.col_labels = checked_labels(names.get((name, "columns")), m.shape[-1], source, f"{name}_columns")
         bundle.matrices[name] = m
@@ -132,12 +133,13 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str],
     return bundle
 
 
-def matrix_from_array(array: Any, source: str, where: str, mask: bool, *, tensors: bool = False) -> Matrix:
+def matrix_from_array(array: Any, source: str, where: str, mask: bool, *, tensors: bool = False,
+                      finite: bool = True) -> Matrix:
     """Check an ndarray is a finite 2-D float matrix (a 1-D vector is one row).
 
     ``tensors``: any rank ≥ 2 ([..., rows, cols]) in the stored float dtype
     (float16 and bfloat16 kept for the core, which computes them in float32);
-    otherwise float16 becomes float32.
+    otherwise float16 becomes float32. ``finite=False`` lets NaN and ±inf through.
     """
     import numpy as np
 
@@ -166,7 +168,7 @@ def matrix_from_array(array: Any, source: str, where: str, mask: bool, *, tensor
         raise AttnError(f"{prefix}is empty ({'×'.join(map(str, array.shape))})", source=source)
     if array.dtype.byteorder not in "=|":
         array = array.astype(array.dtype.newbyteorder("="), copy=False)
-    bad = first_bad(array, mask)
+    bad = first_bad(array, mask) if finite else None
     if bad:
         where_bad = (f"row {bad[0] + 1}, column {bad[1] + 1}" if len(bad) == 2
                      else f"element [{', '.join(map(str, bad))}]")

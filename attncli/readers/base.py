@@ -125,6 +125,7 @@ class Request:
     bundle: bool = False  # named matrices (q, k, v, ...), never one matrix
     bundle_if: frozenset[str] = frozenset()  # else: named matrices when it has one of these entries (any case)
     tensors: bool = False  # any rank ≥ 2 ([..., rows, cols]) in the stored float dtype (NPY, NPZ, safetensors)
+    finite: bool = True  # refuse NaN and infinities (a kernel's output under check may hold them)
 
     def is_bundle(self, names: Iterable[Any]) -> bool:
         """Read an input holding entries ``names`` as named matrices?"""

@@ -52,6 +52,7 @@ def read_input(
     mask: bool = False,
     bundle: bool | Iterable[str] = False,
     tensors: bool = False,
+    finite: bool = True,
 ) -> Bundle:
     """Read a file (a path) or bytes (named ``name`` in errors) in any format.
 
@@ -61,12 +62,13 @@ def read_input(
     when the input has an entry of one of those names, and one matrix otherwise.
     ``mask`` accepts booleans and -inf (for attention masks). ``tensors``
     accepts arrays of any rank ≥ 2 in their stored float dtype (NPY, NPZ,
+    safetensors); ``finite=False`` lets NaN and infinities through (NPY, NPZ,
     safetensors). ``fmt`` overrides the detected format.
     """
     src = Input.of(source, name)
     form = FORMATS[fmt] if fmt else detect(src)
     names = frozenset() if isinstance(bundle, bool) else frozenset(n.lower() for n in bundle)
-    request = Request(mask=mask, bundle=bundle is True, bundle_if=names, tensors=tensors)
+    request = Request(mask=mask, bundle=bundle is True, bundle_if=names, tensors=tensors, finite=finite)
     if request.bundle and not form.bundles:
         holders = "/".join(f.name.upper() for f in FORMATS.values() if f.bundles)
         raise NotABundle(f"a {form.name.upper()} file holds one matrix, not a bundle", source=src.name,
@@ -75,9 +77,9 @@ def read_input(
 
 
 def read_matrix(source: Input | bytes | str | os.PathLike[str], name: str | None = None, fmt: str | None = None,
-                *, mask: bool = False, tensors: bool = False) -> Matrix:
+                *, mask: bool = False, tensors: bool = False, finite: bool = True) -> Matrix:
     """The one matrix an input holds; an NPZ archive must hold exactly one array."""
-    return read_input(source, name, fmt, mask=mask, tensors=tensors).matrix()
+    return read_input(source, name, fmt, mask=mask, tensors=tensors, finite=finite).matrix()
 
 
 def read_bundle(source: Input | bytes | str | os.PathLike[str], name: str | None = None,

@@ -47,7 +47,8 @@ def read_safetensors(source: Input, request: Request) -> Bundle:
                          for name, array in tensors.items()}, metadata(data))
         return bundle
     ((name, array),) = tensors.items()
-    return Bundle.of(matrix_from_array(array, source.name, name, request.mask, tensors=request.tensors))
+    return Bundle.of(matrix_from_array(array, source.name, name, request.mask, tensors=request.tensors,
+                                       finite=request.finite))
 
 
 def load(data: bytes, source: str) -> dict[str, Any]:
