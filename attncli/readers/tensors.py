@@ -62,7 +62,7 @@ def load(data: bytes, source: str) -> dict[str, Any]:
         detail = (str(e).splitlines() or [""])[0] or type(e).__name__
         raise AttnError(f"is not a readable safetensors file ({detail})", source=source) from None
     tensors = {}
-    for name, entry in entries:
+    for name, entry in sorted(entries, key=lambda e: e[0]):  # the package's order varies from run to run
         code = str(entry["dtype"]).upper()
         if code not in DTYPES:
             raise AttnError(f"{name}: holds {code} data; attn reads float tensors (F64, F32, F16, BF16)",
