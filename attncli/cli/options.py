@@ -50,7 +50,7 @@ FilesArgument = Annotated[list[str], typer.Argument(
     metavar="FILE...", show_default=False,
     help="One bundle (YAML, JSON, NPZ or safetensors with entries q, k, v and optionally mask, sinks, "
          "alibi_slopes) or three files Q K V: CSV, TSV, NPY, YAML or JSON. NPY, NPZ and safetensors may hold "
-         "tensors [batch, heads, seq, dim] of any rank. '-' reads one of them from stdin. "
+         "tensors (batch, heads, seq, dim) of any rank. '-' reads one of them from stdin. "
          "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
 )]
 EmitOption = Annotated[Emit, typer.Option(
@@ -120,8 +120,8 @@ SinksOption = Annotated[str | None, typer.Option(
 )]
 LayoutOption = Annotated[Layout, typer.Option(
     "--layout",
-    help="The order of a tensor file's axes, read and written: bhsd [batch, heads, seq, dim] (PyTorch "
-         "SDPA) or bshd [batch, seq, heads, dim] (FlashAttention, xFormers).",
+    help="The order of a tensor file's axes, read and written: bhsd = (batch, heads, seq, dim), PyTorch "
+         "SDPA's; bshd = (batch, seq, heads, dim), FlashAttention's and xFormers'.",
 )]
 BatchOption = Annotated[int | None, typer.Option(
     "--batch", min=0, metavar="B", show_default=False,

@@ -56,7 +56,7 @@ def check(
     files: Annotated[list[str], typer.Argument(
         metavar="OUT [Q K V | BUNDLE]", show_default=False,
         help="OUT, the output a kernel computed (NPY, NPZ or safetensors; float16, bfloat16, float32 or "
-             "float64; [batch, heads, seq, dim] or any rank, as Q), then three files Q K V or one bundle, "
+             "float64; (batch, heads, seq, dim) or any rank, as Q), then three files Q K V or one bundle, "
              "as for 'attn run'.",
     )],
     attention: AttentionFlags = FROM_OPTIONS,

@@ -29,7 +29,7 @@ Examples:
   attn run q.npy k.npy v.npy -f npy --emit weights > w.npy
   attn run q.csv k.csv v.csv --causal --scale 0.5 --mask mask.csv
   attn run samples/colors.yaml --svg colors.svg --html colors.html
-  attn run q.npy k.npy v.npy -f npy > out.npy      # [batch, heads, seq, dim], any rank
+  attn run q.npy k.npy v.npy -f npy > out.npy      # (batch, heads, seq, dim), any rank
   attn run case.safetensors --rope neox --window 127,0 --softcap 50 -f safetensors > out.safetensors
   attn run q.npy k.npy v.npy --layout bshd --sinks sinks.npy --head 3
 """
@@ -52,7 +52,7 @@ def run(
     outputs, one of each per (batch, head) for tensors. In a pipe: one JSON
     object with queries, keys, weights, output and scale. Rows are vectors: Q
     is n_q×d_k, K is n_k×d_k, V is n_k×d_v; NPY, NPZ and safetensors tensors
-    are [batch, heads, seq, dim] (--layout bshd: [batch, seq, heads, dim]).
+    are (batch, heads, seq, dim), or with --layout bshd (batch, seq, heads, dim).
     """
     problem = load_problem(files, attention, layout)
     options = problem.options()
