@@ -83,6 +83,13 @@ def to_layout(values, layout: Layout):
     return np.swapaxes(values, -3, -2) if layout is Layout.bshd and values.ndim >= 3 else values
 
 
+def layout_shape(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
+    """A shape [..., a, b, d] as ``to_layout`` would make it."""
+    if layout is Layout.bshd and len(shape) >= 3:
+        return shape[:-3] + (shape[-2], shape[-3], shape[-1])
+    return shape
+
+
 def load_problem(files: list[str], flags: AttentionFlags = FROM_OPTIONS, layout: Layout = Layout.bhsd) -> Problem:
     """Read one bundle or three files, and the files the flags name (mask,
     sinks, ALiBi slopes). NPY, NPZ and safetensors inputs may be tensors of any

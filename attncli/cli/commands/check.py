@@ -115,6 +115,7 @@ def check(
 
 def check_shape(out, problem: Problem) -> None:
     """OUT must have the shape of the output of Q, K and V: [..., H_q, n_q, d_v], as the files hold them."""
+    from attncli.cli.qkv import layout_shape
     from attncli.core.arrays import shape_text
     from attncli.core.logits import check_shapes, leading_axes
 
@@ -123,15 +124,9 @@ def check_shape(out, problem: Problem) -> None:
     lead, _ = leading_axes(q, k, v)
     expected = lead + (q.shape[-2], v.shape[-1])
     if tuple(out.shape) != expected:
-        shown = (shape_text(tuple(problem.to_file_layout(x).shape)) for x in (out, _zeros(expected)))
+        shown = (shape_text(layout_shape(shape, problem.layout)) for shape in (tuple(out.shape), expected))
         raise ShapeError("OUT is {} but the output of Q, K and V is {}".format(*shown),
                          hint="the same inputs, options and layout as the kernel's")
-
-
-def _zeros(shape):
-    import numpy as np
-
-    return np.broadcast_to(np.zeros(()), shape)  # no memory: only its shape is used
 
 
 def failure(verdict: Verdict) -> str:
