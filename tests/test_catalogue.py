@@ -138,7 +138,7 @@ CATALOGUE = [
      "--rope-offset goes with --rope (add --rope neox or --rope gptj)"),
     ("unknown rope style", {}, ["run", *QKV, "--rope", "llama"], 2,
      "Invalid value for '--rope': 'llama' is not one of…"),
-    ("head out of range", TENSORS, ["run", *T, "--head", "4"], 2,
+    ("tensor head out of range", TENSORS, ["run", *T, "--head", "4"], 2,
      "--head 4 but there are 4 query heads (they are numbered from 0 to 3)"),
     ("batch out of range", TENSORS, ["run", *T, "--batch", "1"], 2,
      "--batch 1 but there is 1 batch (the only one is 0)"),
