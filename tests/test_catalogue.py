@@ -123,6 +123,8 @@ CATALOGUE = [
      "Invalid value for '--format' / '-f': 'xml' is not one of…"),
     ("no files", {}, ["run"], 2, "Missing argument 'FILE...'…"),
     ("unknown command", {}, ["frobnicate"], 2, "No such command 'frobnicate'…"),
+    ("top with another view", {}, ["run", "{s}/colors.yaml", "--top", "3", "--view", "numbers"], 2,
+     "--top 3 shows the top view, not --view numbers (give one of them)"),
     # ---------------------------------------------------------------- lookup
     ("unknown word", {}, ["lookup", "fruit", "--keys", "apple,banan,chair"], 1,
      "unknown word 'banan' (did you mean 'banana'?)"),

@@ -86,12 +86,14 @@ def emit(
 
 
 def _console():
-    """A terminal console, or for an explicit ``--format table`` into a pipe,
-    a plain one wide enough that nothing wraps or is cut."""
+    """A terminal console; for an explicit ``--format table`` into a pipe, a
+    plain one wide enough that nothing wraps or is cut, unless FORCE_COLOR asks
+    for colours there (``FORCE_COLOR=1 attn … -f table | less -R``, as Rich
+    documents: then as wide as the terminal that stdin or stderr is)."""
     from rich.console import Console
 
-    if is_terminal():
-        return Console(highlight=False, force_terminal=True)
+    if is_terminal() or os.environ.get("FORCE_COLOR"):
+        return Console(file=sys.stdout, highlight=False, force_terminal=True)
     width = int(os.environ.get("COLUMNS", 0)) or 1000
     return Console(file=sys.stdout, width=width, highlight=False, color_system=None)
 

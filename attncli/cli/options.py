@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -163,28 +160,6 @@ def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..
     Adding an attention option to every command is one entry in ATTENTION_OPTIONS
     (and a field of AttentionFlags).
     """
-    chosen = names or tuple(ATTENTION_OPTIONS)
+    from attncli.cli.groups import option_group
 
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        hints = typing.get_type_hints(command, include_extras=True)
-        parameters = []
-        for parameter in inspect.signature(command).parameters.values():
-            if parameter.name == "attention":
-                for name in chosen:
-                    alias, default = ATTENTION_OPTIONS[name]
-                    parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=alias,
-                                                        default=default))
-            else:
-                parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY,
-                                                    annotation=hints.get(parameter.name, parameter.annotation)))
-
-        @functools.wraps(command)
-        def with_flags(**values: Any) -> Any:
-            flags = AttentionFlags(**{name: values.pop(name) for name in chosen})
-            return command(attention=flags, **values)
-
-        with_flags.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-        with_flags.__annotations__ = {p.name: p.annotation for p in parameters}
-        return with_flags
-
-    return decorate
+    return option_group("attention", AttentionFlags, ATTENTION_OPTIONS, names or tuple(ATTENTION_OPTIONS))

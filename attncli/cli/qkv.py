@@ -118,7 +118,7 @@ def describe(steps: Steps, d_k: int, options: AttentionOptions) -> str:
     return " · ".join(parts)
 
 
-def run_result(problem: Problem, steps, precision: int, options: AttentionOptions) -> Result:
+def run_result(problem: Problem, steps, precision: int, options: AttentionOptions, style=None) -> Result:
     """JSON, table view and emittable matrices of one attention run."""
     q, k, v = problem.q, problem.k, problem.v
     n_q, d_k = q.shape
@@ -151,7 +151,8 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
         return stack(
             header,
             heatmap(steps.weights, rows, key_headers, precision=precision,
-                    title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed),
+                    title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed,
+                    style=style),
             number_table(steps.output, rows, problem.columns, precision=precision,
                          title="output = weights · V"),
             readings(problem, steps, precision),

@@ -24,6 +24,7 @@ from attncli.cli.options import (
     attention_options,
 )
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 from attncli.text import plural
 
@@ -43,6 +44,7 @@ TERMS = 8  # terms written out in a sum before the rest are summarised
 
 
 @attention_options()
+@view_options()
 def explain(
     files: FilesArgument,
     query: Annotated[str | None, typer.Option(
@@ -55,6 +57,7 @@ def explain(
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 
@@ -66,7 +69,7 @@ def explain(
     problem = load_problem(files, attention.mask)
     options = attention.build(problem.mask)
     steps = compute(problem, options)
-    result = explain_result(problem, steps, precision, options, pick_query(problem, query))
+    result = explain_result(problem, steps, precision, options, pick_query(problem, query), look.style())
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
 
 
@@ -83,11 +86,12 @@ def pick_query(problem: Problem, query: str | None) -> int:
     raise UsageError(f"--query {query}: no such query", hint=f"Q has {rows}; give a number or a label")
 
 
-def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int) -> Result:
+def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int,
+                   style=None) -> Result:
     """JSON with every step, and the step-by-step view, for query row ``i``."""
     import math
 
-    base = run_result(problem, steps, precision, options)  # the JSON fields and matrices run writes
+    base = run_result(problem, steps, precision, options, style)  # the JSON fields and matrices run writes
     scaled = steps.scores * steps.scale / options.temperature
     data = {
         "queries": base.data["queries"], "keys": base.data["keys"], "columns": base.data["columns"],
@@ -101,10 +105,10 @@ def explain_result(problem: Problem, steps, precision: int, options: AttentionOp
         "weights": steps.weights, "output": steps.output,
     }
     data.update((key, value) for key, value in base.data.items() if key not in data)
-    return Result(data, explain_view(problem, steps, precision, options, i, scaled), base.matrices)
+    return Result(data, explain_view(problem, steps, precision, options, i, scaled, style), base.matrices)
 
 
-def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled):
+def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled, style=None):
     """The steps one under another: a heading, a sentence or two, the numbers."""
     import itertools
 
@@ -147,7 +151,7 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
                 "Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: "
                 "e^x / Σ e^x, so the biggest score gets the most weight. Brighter = more attention."),
         heatmap(steps.weights, rows, key_cols, precision=precision, allowed=steps.allowed,
-                title="weights, each row sums to 1"),
+                title="weights, each row sums to 1", style=style),
         heading("Output: weights · V",
                 "Each query's output is the values added up, each times the query's weight for its key:"),
         Text(weighted_sum(label, steps.weights[i], v, steps.output[i], precision,

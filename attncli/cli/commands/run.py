@@ -16,6 +16,7 @@ from attncli.cli.options import (
     attention_options,
 )
 from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 
 EXAMPLES = """\b
 Examples:
@@ -28,6 +29,7 @@ Examples:
 """
 
 @attention_options()
+@view_options()
 def run(
     files: FilesArgument,
     attention: AttentionFlags = FROM_OPTIONS,
@@ -35,6 +37,7 @@ def run(
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Compute softmax(QKᵀ/√d_k)V on matrices from files.
 
@@ -44,11 +47,12 @@ def run(
     """
     problem = load_problem(files, attention.mask)
     options = attention.build(problem.mask)
+    style = look.style()
     if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
         # Only the output is written: the blocked kernel never holds the weights.
         emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
         return
     steps = compute(problem, options)
-    result = run_result(problem, steps, precision, options)
+    result = run_result(problem, steps, precision, options, style)
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
 

@@ -32,6 +32,7 @@ from attncli.cli.options import (
     attention_options,
 )
 from attncli.cli.qkv import describe
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import plural
@@ -80,6 +81,7 @@ BoOption = Annotated[str | None, typer.Option(
 
 
 @attention_options()
+@view_options()
 def self_attention(
     source: Annotated[str, typer.Argument(
         metavar="X", show_default=False,
@@ -139,6 +141,7 @@ def self_attention(
     precision: PrecisionOption = 3,
     svg: SvgOption = None,
     html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Self-, cross- and multi-head attention: project X (and a context Z), attend, project out.
 
@@ -159,7 +162,7 @@ def self_attention(
     )
     options = attention.build(problem.mask)
     steps, random = compute_self(problem, options, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out)
-    settings = {"seed": seed, "random": random, "options": options, "head": head}
+    settings = {"seed": seed, "random": random, "options": options, "head": head, "style": look.style()}
     result = self_result(problem, steps, settings, precision)
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn self")
 
@@ -399,7 +402,8 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     for h in shown:
         title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, each row sums to 1"
         parts.append(heatmap(steps.weights[h], problem.queries, problem.keys, precision=precision,
-                             title=title, allowed=None if allowed is None else allowed[h]))
+                             title=title, allowed=None if allowed is None else allowed[h],
+                             style=settings["style"]))
     if "wo" in problem.weights:
         how = "concat(heads) · W_O" + (" + b_o" if "bo" in problem.weights else "")
     else:

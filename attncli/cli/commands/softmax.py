@@ -132,7 +132,8 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
 
     from attncli.core.options import check_positive
     from attncli.core.reference import softmax
-    from attncli.output.render import ColumnBlocks, cell_style, fmt, short, stack
+    from attncli.output.palette import HeatCell
+    from attncli.output.render import ColumnBlocks, fmt, short, stack
 
     check_positive("temperature", temperature)
     scaled = x / temperature
@@ -146,9 +147,9 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
         f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}", "weight"]
     body = []
     for i, w in enumerate(weights.tolist()):
-        cells: list[str | Text] = [fmt(x[i], precision)]
+        cells: list[str | HeatCell] = [fmt(x[i], precision)]
         cells += [fmt(scaled[i], precision)] if temperature != 1 else []
-        cells += [fmt(exps[i], precision), Text(f" {fmt(w, precision)} ", style=cell_style(w / top))]
+        cells += [fmt(exps[i], precision), HeatCell(fmt(w, precision), w / top)]
         body.append((str(i + 1), cells))
     note = Text.assemble(
         ("softmax ", "bold"), f"of {len(x)} numbers",
