@@ -40,7 +40,7 @@ FilesArgument = Annotated[list[str], typer.Argument(
          "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
 )]
 EmitOption = Annotated[Emit, typer.Option(
-    "--emit", metavar="[output|weights]", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
+    "--emit", metavar="output|weights", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
 MaskOption = Annotated[str | None, typer.Option(
     "--mask", metavar="FILE",
     help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix. Booleans or 0/1 "
@@ -56,11 +56,11 @@ AlignOption = Annotated[Align | None, typer.Option(
     show_default=False,
 )]
 ScaleOption = Annotated[float | None, typer.Option(
-    "--scale", help="Multiply the scores QKᵀ by this. Default 1/√d_k (1 with --similarity cosine).",
+    "--scale", metavar="S", help="Multiply the scores QKᵀ by this. Default 1/√d_k (1 with --similarity cosine).",
     show_default=False,
 )]
 TemperatureOption = Annotated[float, typer.Option(
-    "--temperature", "-t",
+    "--temperature", "-t", metavar="T",
     help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them.",
 )]
 SimilarityOption = Annotated[Similarity, typer.Option(

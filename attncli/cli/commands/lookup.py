@@ -70,7 +70,7 @@ def lookup(
     attention: AttentionFlags = FROM_OPTIONS,
     fmt: FormatOption = None,
     emit_which: Annotated[Emit | None, typer.Option(
-        "--emit", show_default=False,
+        "--emit", metavar="weights|output", show_default=False,
         help="The matrix csv/tsv/npy write: weights, or output (the default when there are values).",
     )] = None,
     precision: PrecisionOption = 3,

@@ -103,25 +103,25 @@ def self_attention(
     bv: BvOption = None,
     bo: BoOption = None,
     heads: Annotated[int, typer.Option(
-        "--heads", "-H", min=1,
+        "--heads", "-H", metavar="H", min=1,
         help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
     )] = 1,
     head: Annotated[int | None, typer.Option(
-        "--head", min=0, show_default=False,
+        "--head", metavar="N", min=0, show_default=False,
         help="Show only head N (numbered from 0) on the terminal, and write only its n_q×n_k weights "
              "with --emit weights in csv/tsv/npy. JSON always holds every head.",
     )] = None,
     seed: Annotated[int, typer.Option(
-        "--seed", min=0,
+        "--seed", metavar="S", min=0,
         help="Seed of the random W_Q, W_K, W_V: each d×d' matrix is drawn from N(0, 1/d) (LeCun normal), "
              "so projected features stay as large as the inputs and the scores near 1.",
     )] = 0,
     d_attn: Annotated[int | None, typer.Option(
-        "--d-attn", min=1, show_default=False,
+        "--d-attn", metavar="N", min=1, show_default=False,
         help="Width of random W_Q and W_K (the attention space). Default: the width of a given W_Q or W_K, else d_in.",
     )] = None,
     d_out: Annotated[int | None, typer.Option(
-        "--d-out", min=1, show_default=False,
+        "--d-out", metavar="N", min=1, show_default=False,
         help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
     )] = None,
     vectors: VectorsOption = None,

