@@ -121,6 +121,7 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
     rows, key_rows, key_cols = shown_labels(problem)
     label = problem.queries[i]
     description = problem.meta.get("description")
+    cosine = options.similarity == "cosine"
 
     def table(values, row_labels, col_labels, title):
         return number_table(values, row_labels, col_labels, precision=precision, title=title)
@@ -142,9 +143,10 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
         table(k, key_rows, problem.k.col_labels or _columns(d_k),
               f"K: {plural(n_k, 'key')}, {n_k}×{d_k}"),
         table(v, key_rows, problem.columns, f"V: one value per key, {n_k}×{d_v}"),
-        heading("Scores: QKᵀ", *score_sentences(problem, options, i, precision)),
-        table(steps.scores, rows, key_cols, "scores = Q · Kᵀ, queries down, keys across"),
-        heading("Scaled scores", *scale_sentences(steps, d_k, options)),
+        heading("Scores: cos(q, k)" if cosine else "Scores: QKᵀ", *score_sentences(problem, options, i, precision)),
+        table(steps.scores, rows, key_cols, "scores = cos(q, k) of each query and key, queries down, keys across"
+              if cosine else "scores = Q · Kᵀ, queries down, keys across"),
+        heading("Scaled scores", *scale_sentences(steps, d_k, options, precision)),
         table(scaled, rows, key_cols, "scaled scores"),
         *mask_section(problem, steps, scaled, rows, key_cols, precision, heading),
         heading("Weights: softmax of each row",
@@ -162,31 +164,49 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
     return stack(*sections)
 
 
+def factor(x: float, precision: int) -> str:
+    """A number in a product, as the tables show it, in brackets when negative: 2.000 × (-1.000)."""
+    from attncli.output.render import fmt
+
+    text = fmt(x, precision)
+    return f"({text})" if text.startswith("-") else text
+
+
 def score_sentences(problem: Problem, options: AttentionOptions, i: int, precision: int) -> list[str]:
-    """What a score is, and the first one written out for query ``i``."""
-    if options.similarity == "cosine":
-        return ["A score is the cosine similarity of a query and a key: the dot product of the two rows "
-                "scaled to length 1, from −1 (opposite directions) to 1 (the same direction)."]
-    from attncli.output.render import short
+    """What a score is, and the first one written out for query ``i``, in the tables' number format."""
+    import math
+
+    from attncli.output.render import fmt
 
     q, k = problem.q.values[i], problem.k.values[0]
-    products = [f"{short(a, precision)} × {short(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
+    products = [f"{factor(a, precision)} × {factor(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
+    dot = f"{problem.queries[i]} · {problem.keys[0]} = {_sum(products)} = {fmt(float(q @ k), precision)}"
+    if options.similarity == "cosine":
+        lengths = math.sqrt(float(q @ q)) * math.sqrt(float(k @ k))
+        cosine = float(q @ k) / lengths if lengths else 0.0
+        return ["A score is the cosine similarity of a query and a key: their dot product divided by both "
+                "lengths, from −1 (opposite directions) to 1 (the same direction).",
+                dot,
+                f"cos({problem.queries[i]}, {problem.keys[0]}) = {fmt(float(q @ k), precision)} / "
+                f"({fmt(math.sqrt(float(q @ q)), precision)} × {fmt(math.sqrt(float(k @ k)), precision)}) "
+                f"= {fmt(cosine, precision)}"]
     return [
         "A score is the dot product of a query and a key: multiply them number by number and add up. "
         "The more alike they are, the bigger the score.",
-        f"{problem.queries[i]} · {problem.keys[0]} = {_sum(products)} "
-        f"= {short(float(q @ k), precision)}",
+        dot,
     ]
 
 
-def scale_sentences(steps, d_k: int, options: AttentionOptions) -> list[str | None]:
+def scale_sentences(steps, d_k: int, options: AttentionOptions, precision: int) -> list[str | None]:
     """Which scale, and why."""
+    from attncli.output.render import fmt
+
     if options.scale is not None:
         first = f"The scores are multiplied by {steps.scale:g}, as --scale asks."
     elif options.similarity == "cosine":
         first = "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1)."
     else:
-        first = (f"The scores are multiplied by 1/√d_k = 1/√{d_k} = {steps.scale:.4g}: dot products of "
+        first = (f"The scores are multiplied by 1/√d_k = 1/√{d_k} = {fmt(steps.scale, precision)}: dot products of "
                  "longer vectors spread wider, and scaling keeps softmax from piling all the weight "
                  "on one key.")
     temperature = options.temperature
@@ -233,10 +253,10 @@ def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -
 
 
 def _vector(row, precision: int, limit: int = 4) -> str:
-    """'[1, 0]', or '[0.1, 0.2, 0.3, 0.4, … 46 more]' for a long row."""
-    from attncli.output.render import short
+    """'[1.000, 0.000]', or '[0.100, 0.200, 0.300, 0.400, … 46 more]' for a long row."""
+    from attncli.output.render import fmt
 
-    values = [short(x, precision) for x in row.tolist()[:limit]]
+    values = [fmt(x, precision) for x in row.tolist()[:limit]]
     more = f", … {len(row) - limit} more" if len(row) > limit else ""
     return f"[{', '.join(values)}{more}]"
 

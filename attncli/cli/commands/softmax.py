@@ -147,9 +147,9 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     exps = np.exp(scaled - peak) if np.isfinite(peak) else np.zeros_like(scaled)
     total = float(exps.sum())
     top = float(weights.max()) or 1.0
-    var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"
-    heads = ["x"] + ([var] if temperature != 1 else []) + [
-        f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}", "weight"]
+    var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"  # what softmax is taken of
+    exp = f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}"  # this input's e^(x − max)
+    heads = ["x"] + ([var] if temperature != 1 else []) + [exp, "weight"]
     body = []
     for i, w in enumerate(weights.tolist()):
         cells: list[str | HeatCell] = [fmt(x[i], precision)]
@@ -159,10 +159,11 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     note = Text.assemble(
         ("softmax ", "bold"), f"of {len(x)} numbers",
         f", temperature {temperature:g}" if temperature != 1 else "", "\n",
-        "weight = e^(x − max) / Σ e^(x − max): subtracting the largest number first changes nothing "
-        "but keeps e^x from overflowing.",
+        f"weight = e^({var} − max) / Σ e^({var} − max)",
+        f", max = {short(peak, precision)} (the largest {var})" if np.isfinite(peak) else "",
+        ": subtracting the largest number first changes nothing but keeps e^x from overflowing.",
     )
-    total_line = Text(f"Σ e^(x − max) = {fmt(total, precision)}; the weights sum to "
+    total_line = Text(f"Σ {exp} = {fmt(total, precision)}; the weights sum to "
                       f"{fmt(float(weights.sum()), precision)}.")
     view = stack(note, ColumnBlocks(heads, body), total_line)
     data = {"input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf
