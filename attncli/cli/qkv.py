@@ -162,7 +162,15 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
         "output": output_matrix(problem, steps.output),
         "weights": Emitted(steps.weights, q.row_labels, k.row_labels or v.row_labels),
     }
-    return Result(data, view, matrices)
+
+    def maps():
+        from attncli.output.heatmap import ViewStyle
+        from attncli.output.maps import AttentionMaps
+
+        return AttentionMaps.single(steps.weights, problem.queries, problem.keys, steps.allowed,
+                                    "attention weights", (style or ViewStyle()).scale(steps.weights))
+
+    return Result(data, view, matrices, maps)
 
 
 def shown_labels(problem: Problem):

@@ -74,6 +74,8 @@ VIEW_OPTIONS: dict[str, tuple[Any, Any]] = {
     "view": (ViewOption, View("auto")),
     "top": (TopOption, None),
     "scale_to_max": (ScaleToMaxOption, False),
+    "png": (PngOption, None),
+    "pdf": (PdfOption, None),
 }
 
 

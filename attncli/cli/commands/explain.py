@@ -70,7 +70,7 @@ def explain(
     options = attention.build(problem.mask)
     steps = compute(problem, options)
     result = explain_result(problem, steps, precision, options, pick_query(problem, query), look.style())
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
+    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn explain")
 
 
 def pick_query(problem: Problem, query: str | None) -> int:
@@ -105,7 +105,8 @@ def explain_result(problem: Problem, steps, precision: int, options: AttentionOp
         "weights": steps.weights, "output": steps.output,
     }
     data.update((key, value) for key, value in base.data.items() if key not in data)
-    return Result(data, explain_view(problem, steps, precision, options, i, scaled, style), base.matrices)
+    return Result(data, explain_view(problem, steps, precision, options, i, scaled, style), base.matrices,
+                  base.maps)
 
 
 def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled, style=None):

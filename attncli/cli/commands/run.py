@@ -48,11 +48,12 @@ def run(
     problem = load_problem(files, attention.mask)
     options = attention.build(problem.mask)
     style = look.style()
-    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
+    pictures = (svg, html, look.png, look.pdf)
+    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and pictures == (None,) * 4:
         # Only the output is written: the blocked kernel never holds the weights.
         emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
         return
     steps = compute(problem, options)
     result = run_result(problem, steps, precision, options, style)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
+    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn run")
 

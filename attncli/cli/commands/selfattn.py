@@ -164,7 +164,7 @@ def self_attention(
     steps, random = compute_self(problem, options, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out)
     settings = {"seed": seed, "random": random, "options": options, "head": head, "style": look.style()}
     result = self_result(problem, steps, settings, precision)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn self")
+    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn self")
 
 
 @dataclass
@@ -351,7 +351,22 @@ def self_result(problem: SelfProblem, steps, settings: dict, precision: int) -> 
         "v": Emitted(steps.v, problem.context.row_labels),
     }
     view = functools.partial(_view, problem, steps, dims, settings, data["columns"], precision)
-    return Result(data, view, matrices)
+    return Result(data, view, matrices, functools.partial(_maps, problem, steps, settings))
+
+
+def _maps(problem: SelfProblem, steps, settings: dict):
+    """Every head's weights (or the one --head picks) for the head view and figures."""
+    from attncli.output.maps import AttentionMaps
+
+    n_head = steps.weights.shape[0]
+    shown = list(range(n_head)) if settings["head"] is None else [settings["head"]]
+    allowed = steps.heads.allowed
+    if allowed is not None:
+        allowed = allowed[shown] if allowed.ndim == 3 else allowed
+    kind = "self-attention" if problem.z is None else "cross-attention"
+    return AttentionMaps(steps.weights[None, shown], problem.queries, problem.keys, [""],
+                         [f"head {h}" for h in shown], None if allowed is None else allowed[None],
+                         f"{kind}, {plural(n_head, 'head')}", settings["style"].scale(steps.weights[shown]))
 
 
 def _dims(problem: SelfProblem, steps, n_head: int) -> dict:

