@@ -185,3 +185,17 @@ def test_static_svg_draws_a_few_heads_and_leaves_many_to_the_terminal_view():
     terminal = '<svg class="rich-terminal" viewBox="0 0 100 50" xmlns="http://www.w3.org/2000/svg"></svg>'
     assert with_head_view(terminal, many, "t") == terminal  # six heads: the terminal's grid shows them
     assert with_head_view(terminal, few, "t").count("<line") == 15
+
+
+def test_too_many_weights_for_lines_is_a_note_and_the_terminal_view(attn, samples, tmp_path, monkeypatch):
+    import attncli.output.headview as headview
+
+    monkeypatch.setattr(headview, "MAX_WEIGHTS", 5)
+    html, svg = tmp_path / "w.html", tmp_path / "w.svg"
+    result = attn("run", samples / "colors.yaml", "--html", html, "--svg", svg)
+    assert result.exit_code == 0, result.output
+    assert result.stderr == ("attn: note: 8 weights are too many to draw a line each (at most 5): "
+                             "the picture shows the terminal view only; --png draws them all\n")
+    assert "attn-data" not in html.read_text() and "0.150" in html.read_text()
+    assert "line width = weight" not in svg.read_text()
+    json.loads(result.stdout)

@@ -86,7 +86,8 @@ def emit(
         from attncli.output.pictures import PICTURE_WIDTH, save_pictures
 
         width = _console().width if is_terminal() else int(os.environ.get("COLUMNS", 0)) or PICTURE_WIDTH
-        save_pictures(view, svg, html, title=title, width=width, maps=maps)
+        for note in save_pictures(view, svg, html, title=title, width=width, maps=maps):
+            sys.stderr.write(f"attn: note: {note}\n")
     if table:
         _console().print(view)
         return

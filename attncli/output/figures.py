@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 EXTRA_HINT = "pip install '.[plot]' in attn's source folder"
 TICK_LABELS = 60  # axes name each token up to this many, else they are numbered
-ANNOTATED = 16  # panels with at most this many queries and keys (and few panels) print each weight in its cell
+ANNOTATED = 12  # panels with at most this many queries and keys (and few panels) print each weight in its cell
 GRID_COLUMNS = 4  # panels in a row, when the heads are not laid out as layers × heads
 DPI = 150
 
@@ -56,7 +56,9 @@ def figure(maps: AttentionMaps, title: str):
     rows, columns = layout(maps)
     n_q, n_k = len(maps.queries), len(maps.keys)
     grid = rows * columns > GRID_COLUMNS
-    side = 1.9 if grid else min(max(0.22 * max(n_q, n_k), 3.0), 9.0)  # inches of one panel
+    annotated = not grid and max(n_q, n_k) <= ANNOTATED
+    per_cell = 0.45 if annotated else 0.22  # inches: room for "0.37" in a cell, or just the colour
+    side = 1.9 if grid else min(max(per_cell * max(n_q, n_k), 3.0), 9.0)  # inches of one panel
     fig = Figure(figsize=(columns * side * max(n_k / max(n_q, n_k), 0.4) + 1.6, rows * side + 0.8),
                  dpi=DPI, layout="constrained")
     axes = np.atleast_2d(fig.subplots(rows, columns, squeeze=False))
@@ -71,7 +73,7 @@ def figure(maps: AttentionMaps, title: str):
         name, weights, allowed = panels[n]
         shown = np.ma.masked_array(weights, mask=np.zeros(weights.shape, bool) if allowed is None else ~allowed)
         image = ax.imshow(shown, cmap=cmap, vmin=0.0, vmax=maps.top, aspect="auto", interpolation="nearest")
-        if not grid and max(n_q, n_k) <= ANNOTATED:
+        if annotated:
             _annotate(ax, weights, allowed, maps.top, font)
         if maps.count > 1 or name != "weights":
             ax.set_title(name, fontsize=font + 1)

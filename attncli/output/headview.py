@@ -28,6 +28,7 @@ GEOMETRY = {
 }
 CHAR = 0.6  # a monospace character's width, in font sizes
 MAX_SVG_HEADS = 4  # --svg draws the head view of at most this many heads (side by side)
+MAX_WEIGHTS = 4_000_000  # weights a page holds at most (16 MB of float32); past that a line per pair is no picture
 
 # Tableau 10 and two more: a colour per head, distinct on white.
 HEAD_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
@@ -115,7 +116,7 @@ def static_svg(maps: AttentionMaps, title: str) -> tuple[str, float, float]:
         parts.append(f'<line x1="{x}" y1="{key_y - 4}" x2="{x + 40}" y2="{key_y - 4}" stroke="#555" '
                      f'stroke-width="{w * g["maxStroke"]}"/><text x="{x + 46}" y="{key_y}" class="hv-note">{w:g}'
                      "</text>")
-    width = max(shown * panel + (shown - 1) * 40, 430)
+    width = max(shown * panel + (shown - 1) * 40, 430, len(title) * 9.5)  # bold 15px: about 9 px a character
     style = (f"<style>.hv-title{{font:bold 15px {FONTS}}} .hv-head{{font:bold 13px {FONTS}}} "
              f".hv-token{{font:{g['font']}px {MONO};fill:#222}} .hv-note{{font:12px {FONTS};fill:#555}}</style>")
     return style + "".join(parts), width, height

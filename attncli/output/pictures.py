@@ -50,7 +50,7 @@ HTML_TERMINAL = '<pre style="color:{foreground};background-color:{background}"><
 
 
 def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
-                  title: str = "attn", width: int = PICTURE_WIDTH, maps: AttentionMaps | None = None) -> None:
+                  title: str = "attn", width: int = PICTURE_WIDTH, maps: AttentionMaps | None = None) -> list[str]:
     """Write the terminal view to ``--svg``/``--html`` files, before stdout gets
     its output, so that a picture error stops the command with nothing printed.
 
@@ -61,9 +61,18 @@ def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
     With ``maps`` (attention between tokens), the HTML page is the head view
     (output/headview.py) with the terminal view below it, and the SVG starts
     with the head view of the heads shown when there are at most a few.
+    Returns the remarks for the user (a head view left out, and why).
     """
+    notes: list[str] = []
     if svg is None and html is None:
-        return
+        return notes
+    if maps is not None:
+        from attncli.output.headview import MAX_WEIGHTS
+
+        if maps.weights.size > MAX_WEIGHTS:
+            notes.append(f"{maps.weights.size:,} weights are too many to draw a line each (at most "
+                         f"{MAX_WEIGHTS:,}): the picture shows the terminal view only; --png draws them all")
+            maps = None
     import io
     from html import escape as html_escape
 
@@ -88,6 +97,7 @@ def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
             terminal = console.export_html(clear=False, inline_styles=True, code_format=HTML_TERMINAL)
             page = head_view_page(maps, title, terminal)
         write_atomically(html, page)
+    return notes
 
 
 def with_head_view(terminal: str, maps: AttentionMaps, title: str) -> str:
