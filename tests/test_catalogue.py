@@ -125,6 +125,12 @@ CATALOGUE = [
     ("unknown command", {}, ["frobnicate"], 2, "No such command 'frobnicate'…"),
     ("top with another view", {}, ["run", "{s}/colors.yaml", "--top", "3", "--view", "numbers"], 2,
      "--top 3 shows the top view, not --view numbers (give one of them)"),
+    ("no top keys", {}, ["run", "{s}/colors.yaml", "--top", "0"], 2, "Invalid value for '--top'…"),
+    ("unknown view", {}, ["run", "{s}/colors.yaml", "--view", "pie"], 2, "Invalid value for '--view'…"),
+    ("figure to stdout", {}, ["run", "{s}/colors.yaml", "--png", "-"], 2,
+     "a picture needs a file name, not '-' (stdout gets the --format output)"),
+    ("figure to a missing folder", {}, ["self", "the pink elephant", "--pdf", "{d}/no/such/x.pdf"], 1,
+     "{d}/no/such/x.pdf: cannot write: no such directory"),
     # ---------------------------------------------------------------- lookup
     ("unknown word", {}, ["lookup", "fruit", "--keys", "apple,banan,chair"], 1,
      "unknown word 'banan' (did you mean 'banana'?)"),

@@ -179,8 +179,11 @@ def test_compact_without_colour_uses_shades(attn, big, monkeypatch):
 def test_view_can_be_chosen(attn, samples, big, monkeypatch):
     compact = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml", "--view", "compact"))
     assert "8 keys across" in compact and "0.150" not in compact
-    numbers = plain(terminal(attn, monkeypatch, "run", big, "--view", "numbers", columns=200))
-    assert "columns 1–" in numbers and "of 300" in numbers
+    rng = np.random.default_rng(3)
+    np.savez(big.parent / "wide.npz", q=rng.normal(size=(3, 4)), k=rng.normal(size=(60, 4)),
+             v=rng.normal(size=(60, 1)))
+    numbers = plain(terminal(attn, monkeypatch, "run", big.parent / "wide.npz", "--view", "numbers", columns=200))
+    assert "columns 1–" in numbers and "of 60" in numbers
     wide = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml", columns=50))
     assert "columns 1–4 of 8" in wide and "0.150" in wide  # two blocks of numbers still read
 
@@ -289,3 +292,13 @@ def test_trace_query_grid_shortens_long_tokens_with_a_legend():
     assert short == "superc…tic"
     assert text.count(f"{short} 0.90") == 6
     assert f"shortened: {short} = supercalifragilistic" in text
+
+
+def test_force_color_keeps_colours_in_a_pipe_for_less_r(attn, samples):
+    colours = {"FORCE_COLOR": "1", "COLORTERM": "truecolor", "TERM": "xterm-256color", "NO_COLOR": None}
+    forced = attn("run", samples / "colors.yaml", "-f", "table", env={**colours, "COLUMNS": "100"})
+    assert forced.exit_code == 0 and re.search(r"\x1b\[38;2;\d+;\d+;\d+;48;2;\d+;\d+;\d+m  0\.150", forced.stdout)
+    plain_pipe = attn("run", samples / "colors.yaml", "-f", "table", env={**colours, "FORCE_COLOR": None})
+    assert "\x1b[" not in plain_pipe.stdout
+    data = attn("run", samples / "colors.yaml", env=colours)  # FORCE_COLOR never turns a pipe's JSON into a table
+    assert data.stdout.startswith("{")

@@ -7,6 +7,7 @@ Only Rich's colour types here; the views pick a colour per cell through
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -93,10 +94,17 @@ def heat_rgb(x: float, colours: str) -> RGB:
 def heat(x: float, colours: str) -> Style:
     """A cell showing x in [0, 1]: the background from the scale, and black or
     white ink, whichever reads better on it, as explicit RGB (never the
-    terminal theme's "black" or "white", which a dark theme makes grey)."""
+    terminal theme's "black" or "white", which a dark theme makes grey).
+    Styles are kept per thousandth of the scale (a big table has few distinct ones)."""
+    return _heat(round(min(max(x, 0.0), 1.0) * 1000), colours)
+
+
+@functools.lru_cache(maxsize=4096)
+def _heat(thousandths: int, colours: str) -> Style:
     from rich.color import Color
     from rich.style import Style
 
+    x = thousandths / 1000
     return Style(color=Color.from_rgb(*ink(heat_rgb(x, colours))), bgcolor=heat_colour(x, colours))
 
 
