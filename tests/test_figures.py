@@ -102,3 +102,21 @@ def test_without_matplotlib_one_line_and_no_file(attn, samples, tmp_path, monkey
 def test_a_figure_needs_a_file_name(attn, samples):
     assert attn.fails("run", samples / "colors.yaml", "--png", "-", code=2) == \
         "a picture needs a file name, not '-' (stdout gets the --format output)"
+
+
+def test_tensors_draw_a_panel_per_batch_and_head(attn, tmp_path, monkeypatch):
+    import attncli.output.figures as figures
+
+    rng = np.random.default_rng(0)
+    for name in "qkv":
+        np.save(tmp_path / f"{name}.npy", rng.normal(size=(2, 3, 5, 4)).astype(np.float32))
+    drawn = []
+    real = figures.figure
+    monkeypatch.setattr(figures, "figure", lambda maps, title: drawn.append(real(maps, title)) or drawn[-1])
+    html = tmp_path / "t.html"
+    result = attn("run", *(tmp_path / f"{n}.npy" for n in "qkv"), "--png", tmp_path / "t.png", "--html", html)
+    assert result.exit_code == 0, result.output
+    titles = [ax.get_title() for ax in panels(drawn[0])]
+    assert len(titles) == 6 and titles[5] == "batch 1 · head 2"
+    data = json.loads(html.read_text().split('id="attn-data">')[1].split("</script>")[0])
+    assert data["layerAxis"] == "batch" and data["layers"] == ["batch 0", "batch 1"] and data["shape"] == [2, 3, 5, 5]

@@ -1,8 +1,8 @@
 """The ``attn`` command line: the Typer app, its commands, and the one place
 where errors become a line on stderr and an exit code.
 
-Exit codes: 0 success, 1 bad data, 2 bad usage, 70 a bug in attn, 130 Ctrl-C,
-141 closed pipe.
+Exit codes: 0 success, 1 bad data, 2 bad usage, 3 ``attn check`` found a
+numerical disagreement, 70 a bug in attn, 130 Ctrl-C, 141 closed pipe.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import typer
 from typer.core import TyperGroup
 
 from attncli import __version__
-from attncli.errors import AttnError
+from attncli.errors import AttnError, CheckFailed
 from attncli.errors import UsageError as AttnUsageError
 
 # The one table from error classes to exit codes: the most specific class wins.
 EXIT_CODES: dict[type[AttnError], int] = {
     AttnError: 1,  # bad data: a file, a value or a shape attn cannot use
     AttnUsageError: 2,  # options that do not fit together, as Click's usage errors
+    CheckFailed: 3,  # attn check: the output disagrees with the reference beyond the tolerance
 }
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `attn ... | head`
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in attn, not the user's mistake
@@ -140,7 +141,7 @@ see the script). On a terminal you get views; in a pipe, JSON."""
 
 
 def _register() -> None:
-    from attncli.cli.commands import explain, lookup, run, selfattn, softmax, trace
+    from attncli.cli.commands import check, explain, lookup, run, selfattn, softmax, trace
     from attncli.cli.helptext import AttnCommand
 
     app.command("run", epilog=run.EXAMPLES, cls=AttnCommand)(run.run)
@@ -149,6 +150,7 @@ def _register() -> None:
     app.command("lookup", epilog=lookup.EXAMPLES, cls=AttnCommand)(lookup.lookup)
     app.command("self", epilog=selfattn.EXAMPLES, cls=AttnCommand)(selfattn.self_attention)
     app.command("trace", epilog=trace.EXAMPLES, cls=AttnCommand)(trace.trace)
+    app.command("check", epilog=check.EXAMPLES, cls=AttnCommand)(check.check)
 
 
 _register()

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -15,7 +15,7 @@ from attncli.cli.io import STDIN
 from attncli.errors import UsageError
 from attncli.output.writers import WRITERS, Emitted
 
-__all__ = ["MATRIX_FORMATS", "Emitted", "Format", "Result", "choose_format", "emit", "is_terminal"]
+__all__ = ["MATRIX_FORMATS", "Emitted", "Format", "Result", "choose_format", "emit", "is_terminal", "note"]
 
 TABLE = "table"  # the Rich view; every other format is a writer
 DATA = "json"  # the format of a pipe when none is chosen
@@ -35,6 +35,11 @@ class Result:
     view: Any  # a Rich renderable for the terminal, or a function that builds it when needed
     matrices: dict[str, Emitted] = field(default_factory=dict)  # for --emit
     maps: Any = None  # the weights to draw (AttentionMaps, or a function that makes them): head view, figures
+
+
+def note(message: str) -> None:
+    """A deliberate remark on a successful run: one ``attn: note: …`` line on stderr, never in the data."""
+    sys.stderr.write(f"attn: note: {message}\n")
 
 
 def is_terminal() -> bool:
@@ -92,7 +97,7 @@ def emit(
         _console().print(view)
         return
     writer = WRITERS[fmt.value]
-    what = result.data if writer.whole else result.matrices[which]
+    what = result.data if writer.whole else replace(result.matrices[which], name=which)
     if writer.binary and is_terminal():
         raise UsageError(f"refusing to write binary {writer.name.upper()} to a terminal",
                          hint=f"redirect it: > out.{writer.name}")

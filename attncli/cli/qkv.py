@@ -5,33 +5,61 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from attncli.cli.emit import Emitted, Result
+from attncli.cli.emit import Emitted, Result, note
 from attncli.cli.io import check_stdin_once, open_input, progress_bar, read_matrix_arg
+from attncli.cli.options import BUNDLE_SETTINGS, FROM_OPTIONS, AttentionFlags, Layout
 from attncli.errors import AttnError, UsageError
+from attncli.text import plural
 
 if TYPE_CHECKING:
     from attncli.core.options import AttentionOptions
     from attncli.core.reference import Steps
 
+# What a bundle may hold besides q, k and v: arrays the options use, and settings (cli/options.py).
+BUNDLE_ARRAYS = ("mask", "sinks", "alibi_slopes")
+UNUSED = {"dout": "the output's gradient, for a backward pass, which attn does not compute"}
+
 
 class Problem:
-    """Q, K, V (and a mask) as read, with the labels to show them by."""
+    """Q, K, V (and a mask, sinks, ALiBi slopes) as read, with the labels to
+    show them by and the attention flags with the bundle's settings.
 
-    def __init__(self, q, k, v, mask=None, mask_source=None, meta=None):
+    Tensors are held as [..., heads, seq, dim] whatever ``layout`` the files
+    use; ``to_file_layout`` turns a result back.
+    """
+
+    def __init__(self, q, k, v, mask=None, mask_source=None, meta=None, *, flags: AttentionFlags = FROM_OPTIONS,
+                 arrays=None, layout: Layout = Layout.bhsd):
         self.q, self.k, self.v, self.mask, self.mask_source = q, k, v, mask, mask_source
         self.meta = meta or {}  # a bundle's plain settings: description, rgb
+        self.flags = flags
+        self.arrays = arrays or {}  # "sinks", "alibi_slopes" -> Matrix, from the bundle or the files named
+        self.layout = layout
+
+    @property
+    def tensors(self) -> bool:
+        """Has any input more than two axes (batch, heads)?"""
+        return max(self.q.values.ndim, self.k.values.ndim, self.v.values.ndim) > 2
+
+    def options(self) -> AttentionOptions:
+        return self.flags.build(self.mask, sinks=self.arrays.get("sinks"),
+                                alibi_slopes=self.arrays.get("alibi_slopes"))
+
+    def to_file_layout(self, values):
+        """A result [..., heads, seq, dim] in the files' layout (bshd: [..., seq, heads, dim])."""
+        return to_layout(values, self.layout)
 
     @property
     def queries(self) -> list[str]:
-        return self.q.row_labels or [f"q{i}" for i in range(self.q.shape[0])]
+        return self.q.row_labels or [f"q{i}" for i in range(self.q.shape[-2])]
 
     @property
     def keys(self) -> list[str]:
-        return self.k.row_labels or self.v.row_labels or [f"k{i}" for i in range(self.k.shape[0])]
+        return self.k.row_labels or self.v.row_labels or [f"k{i}" for i in range(self.k.shape[-2])]
 
     @property
     def columns(self) -> list[str]:
-        return self.v.col_labels or [f"d{i}" for i in range(self.v.shape[1])]
+        return self.v.col_labels or [f"d{i}" for i in range(self.v.shape[-1])]
 
     @property
     def query_colours(self):
@@ -48,35 +76,57 @@ class Problem:
         return row_colours(self.k.row_labels or self.v.row_labels, self.k.values, self.meta.get("rgb") is True)
 
 
-def load_problem(files: list[str], mask_file: str | None) -> Problem:
-    """Read one bundle or three files, and the mask."""
+def to_layout(values, layout: Layout):
+    """[..., a, b, d] -> [..., b, a, d] for bshd (its own inverse); bhsd and 2-D arrays unchanged."""
+    import numpy as np
+
+    return np.swapaxes(values, -3, -2) if layout is Layout.bshd and values.ndim >= 3 else values
+
+
+def load_problem(files: list[str], flags: AttentionFlags = FROM_OPTIONS, layout: Layout = Layout.bhsd) -> Problem:
+    """Read one bundle or three files, and the files the flags name (mask,
+    sinks, ALiBi slopes). NPY, NPZ and safetensors inputs may be tensors of any
+    rank ≥ 2, in ``layout``. A bundle's settings fill in the flags left at
+    their defaults."""
     from attncli.readers import NotABundle, read_bundle
 
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
-    check_stdin_once([*files, mask_file])
-    mask, meta = None, {}
+    check_stdin_once([*files, *flags.files()])
+    mask, meta, arrays = None, {}, {}
     if len(files) == 1:
         source = open_input(files[0])
         try:
-            bundle = read_bundle(source)
+            bundle = read_bundle(source, tensors=True)
         except NotABundle as e:
-            e.hint = "give three files Q K V, or one YAML/JSON/NPZ bundle with q, k and v"
+            e.hint = "give three files Q K V, or one YAML/JSON/NPZ/safetensors bundle with q, k and v"
             raise
         entries = {name.lower(): m for name, m in bundle.matrices.items()}
+        settings = {name.lower(): value for name, value in bundle.meta.items()}
+        settings.update((name, entries.pop(name)) for name in list(entries) if name in BUNDLE_SETTINGS)
         missing = [n for n in ("q", "k", "v") if n not in entries]
-        extra = sorted(set(entries) - {"q", "k", "v", "mask"})
+        extra = sorted(set(entries) - {"q", "k", "v", *BUNDLE_ARRAYS, *UNUSED})
         if missing or extra:
             what = f"has no {', '.join(missing)}" if missing else f"has an unexpected entry {extra[0]!r}"
             raise AttnError(f"the bundle {what}", source=source.name,
-                            hint="a bundle holds q, k and v, and optionally mask")
+                            hint="a bundle holds q, k and v, and optionally " + ", ".join(BUNDLE_ARRAYS))
+        for name in sorted(set(entries) & set(UNUSED)):
+            note(f"{source.name}: {name} is not used: {UNUSED[name]}")
         q, k, v = entries["q"], entries["k"], entries["v"]
         mask, meta = entries.get("mask"), bundle.meta
+        arrays = {name: entries[name] for name in BUNDLE_ARRAYS[1:] if name in entries}
+        flags = flags.with_settings(settings, source.name)
     else:
-        q, k, v = (read_matrix_arg(f) for f in files)
-    if mask_file is not None:
-        mask = read_matrix_arg(mask_file, mask=True)
-    return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None), meta)
+        q, k, v = (read_matrix_arg(f, tensors=True) for f in files)
+    if flags.mask is not None:
+        mask = read_matrix_arg(flags.mask, mask=True, tensors=True)
+    for name in BUNDLE_ARRAYS[1:]:
+        if getattr(flags, name) is not None:
+            arrays[name] = read_matrix_arg(getattr(flags, name), tensors=True)
+    for m in (q, k, v):
+        m.values = to_layout(m.values, layout)
+    return Problem(q, k, v, mask, flags.mask or (files[0] if mask is not None else None), meta,
+                   flags=flags, arrays=arrays, layout=layout)
 
 
 def compute(problem: Problem, options: AttentionOptions) -> Steps:
@@ -95,68 +145,159 @@ def compute_output(problem: Problem, options: AttentionOptions):
 
 
 def output_matrix(problem: Problem, output) -> Emitted:
-    """The output as --emit writes it: rows named as the queries, columns as V's."""
-    return Emitted(output, problem.q.row_labels, problem.v.col_labels)
+    """The output as --emit writes it, in the files' layout: rows named as the queries, columns as V's."""
+    return Emitted(problem.to_file_layout(output), problem.q.row_labels, problem.v.col_labels)
 
 
 def describe(steps: Steps, d_k: int, options: AttentionOptions) -> str:
     """'scale 1/√3 = 0.5774' and the other settings in force, for the header.
     With several heads, ``d_k`` is a head's width and the mask count is one head's."""
-    if options.scale is not None:
-        parts = [f"scale {steps.scale:g}"]
-    elif options.similarity == "cosine":
-        parts = ["cosine similarity", "scale 1"]
-    else:
-        parts = [f"scale 1/√{d_k} = {steps.scale:.4g}"]
-    if options.temperature != 1:
-        parts.append(f"temperature {options.temperature:g}")
-    if options.causal is not None:
-        parts.append(f"causal ({options.causal})")
+    parts = [describe_options(d_k, options)]
     if steps.allowed is not None:
         allowed = steps.allowed.reshape(-1, *steps.allowed.shape[-2:])[0]  # [n_q, n_k], the first head's
         parts.append(f"{int((~allowed).sum())} of {allowed.size} pairs masked")
     return " · ".join(parts)
 
 
-def run_result(problem: Problem, steps, precision: int, options: AttentionOptions, style=None) -> Result:
+def describe_options(d_k: int, options: AttentionOptions) -> str:
+    """The settings in force: 'scale 1/√3 = 0.5774 · RoPE neox (θ 10000) · causal (top-left)'."""
+    scale = options.scale_for(d_k)
+    if options.scale is not None:
+        parts = [f"scale {scale:g}"]
+    elif options.similarity == "cosine":
+        parts = ["cosine similarity", "scale 1"]
+    else:
+        parts = [f"scale 1/√{d_k} = {scale:.4g}"]
+    if options.temperature != 1:
+        parts.append(f"temperature {options.temperature:g}")
+    parts += variant_parts(options)
+    if options.causal is not None:
+        parts.append(f"causal ({options.causal})")
+    return " · ".join(parts)
+
+
+def variant_parts(options: AttentionOptions) -> list[str]:
+    """The variants in force, as the header names them: 'RoPE neox (θ 10000)', 'window 3,0', ..."""
+    parts = []
+    rope = options.rope
+    if rope is not None:
+        extra = [f"θ {rope.theta:g}"] + ([f"first {rope.dim} dims"] if rope.dim else []) + (
+            [f"queries from position {rope.offset}"] if rope.offset is not None else [])
+        parts.append(f"RoPE {rope.style} ({', '.join(extra)})")
+    if options.softcap is not None:
+        parts.append(f"softcap {options.softcap:g}")
+    if options.uses_alibi:
+        parts.append("ALiBi" + (" (own slopes)" if options.alibi_slopes is not None else ""))
+    if options.window is not None:
+        parts.append("window {},{}".format(*options.window))
+    if options.sinks is not None:
+        parts.append("sinks")
+    return parts
+
+
+def variant_data(options: AttentionOptions, heads: int) -> dict:
+    """The variants in force, for JSON (only those set)."""
+    data: dict[str, Any] = {}
+    if options.window is not None:
+        data["window"] = list(options.window)
+    if options.softcap is not None:
+        data["softcap"] = options.softcap
+    if options.uses_alibi:
+        from attncli.core.positions import alibi_slopes
+
+        data["alibi_slopes"] = alibi_slopes(heads) if options.alibi_slopes is None else options.alibi_slopes
+    if options.rope is not None:
+        rope = options.rope
+        data["rope"] = {"style": rope.style, "theta": rope.theta, "dim": rope.dim, "offset": rope.offset}
+    if options.sinks is not None:
+        data["sinks"] = options.sinks
+    return data
+
+
+MAX_SLICES = 8  # (batch, head) heatmaps shown on a terminal unless --batch or --head choose
+
+
+def slices(shape: tuple[int, ...], batch: int | None, head: int | None) -> list[tuple[int, int]]:
+    """The (batch, head) pairs a view shows, for weights [..., H, n_q, n_k]; the
+    leading axes before the heads count as one batch axis."""
+    import math
+
+    heads = shape[-3] if len(shape) > 2 else 1
+    batches = math.prod(shape[:-3]) if len(shape) > 3 else 1
+    for flag, value, count, what in (("--batch", batch, batches, ("batch", "batches")),
+                                     ("--head", head, heads, ("query head", "query heads"))):
+        if value is not None and value >= count:
+            there = f"there {'is' if count == 1 else 'are'} {plural(count, *what)}"
+            numbered = "the only one is 0" if count == 1 else f"they are numbered from 0 to {count - 1}"
+            raise UsageError(f"{flag} {value} but {there}", hint=numbered)
+    return [(b, h) for b in ([batch] if batch is not None else range(batches))
+            for h in ([head] if head is not None else range(heads))]
+
+
+def slice_of(values, b: int, h: int):
+    """[..., H, n, m] -> [n, m], batch b (the leading axes flattened) and head h."""
+    if values.ndim == 2:
+        return values
+    return values.reshape(-1, *values.shape[-3:])[b, h]
+
+
+def run_result(problem: Problem, steps, precision: int, options: AttentionOptions,
+               batch: int | None = None, head: int | None = None, style=None) -> Result:
     """JSON, table view and emittable matrices of one attention run."""
+    from attncli.core.arrays import shape_text
+
     q, k, v = problem.q, problem.k, problem.v
-    n_q, d_k = q.shape
-    n_k, d_v = v.shape
+    shapes = {name: list(problem.to_file_layout(m.values).shape) for name, m in (("q", q), ("k", k), ("v", v))}
+    out_shape = tuple(problem.to_file_layout(steps.output).shape)
+    shown = slices(steps.weights.shape, batch, head)
+    heads = steps.weights.shape[-3] if steps.weights.ndim > 2 else 1
     data = {
         "queries": problem.queries,
         "keys": problem.keys,
         "columns": problem.columns,
         "weights": steps.weights,
-        "output": steps.output,
+        "output": problem.to_file_layout(steps.output),
         "scale": steps.scale,
         "temperature": options.temperature,
         "similarity": options.similarity,
         "causal": options.causal or False,
-        "shapes": {"q": [n_q, d_k], "k": [n_k, d_k], "v": [n_k, d_v]},
-        **colour_data(problem, steps),
+        "shapes": shapes,
+        **({"layout": problem.layout.value, "dtype": steps.output.dtype.name} if problem.tensors else {}),
+        **variant_data(options, heads),
+        **({} if problem.tensors else colour_data(problem, steps)),
     }
 
-    def view():  # Rich is imported only when a table or picture is shown
+    def view() -> Any:  # Rich is imported only when a table or picture is shown
         from rich.text import Text
 
         from attncli.output.render import heatmap, number_table, stack
 
+        layout = f" ({problem.layout.value})" if problem.tensors else ""
         header = Text.assemble(
             ("attention ", "bold"),
-            f"Q {n_q}×{d_k} · K {n_k}×{d_k} · V {n_k}×{d_v} → output {n_q}×{d_v}\n",
-            describe(steps, d_k, options),
+            f"Q {shape_text(tuple(shapes['q']))} · K {shape_text(tuple(shapes['k']))} · "
+            f"V {shape_text(tuple(shapes['v']))} → output {shape_text(out_shape)}{layout}\n",
+            describe(steps, q.shape[-1], options), grouping(q.shape, k.shape), computed_in(problem, steps),
         )
         rows, _, key_headers = shown_labels(problem)
-        return stack(
-            header,
-            heatmap(steps.weights, rows, key_headers, precision=precision,
-                    title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed,
-                    style=style),
-            number_table(steps.output, rows, problem.columns, precision=precision,
-                         title="output = weights · V"),
-            readings(problem, steps, precision),
-        )
+        sums = "each row sums to less than 1 (the sink takes the rest)" if options.sinks is not None \
+            else "each row sums to 1"
+        parts: list[Any] = [header]
+        for b, h in shown[:MAX_SLICES]:
+            where = "" if not problem.tensors else f"batch {b} · head {h}: "
+            allowed = None if steps.allowed is None else slice_of(steps.allowed, b, h)
+            parts += [
+                heatmap(slice_of(steps.weights, b, h), rows, key_headers, precision=precision,
+                        title=f"{where}weights = softmax(scores), {sums}", allowed=allowed, style=style),
+                number_table(slice_of(steps.output, b, h), rows, problem.columns, precision=precision,
+                             title=f"{where}output = weights · V"),
+            ]
+        if len(shown) > MAX_SLICES:
+            parts.append(Text(f"… and {len(shown) - MAX_SLICES} more (batch, head) pairs: choose with --batch "
+                              "and --head; data formats (-f json, npy) hold them all", style="dim"))
+        if not problem.tensors:
+            parts.append(readings(problem, steps, precision))
+        return stack(*parts)
 
     matrices = {
         "output": output_matrix(problem, steps.output),
@@ -164,13 +305,40 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
     }
 
     def maps():
+        """The weights shown, for pictures: one head, or tensors' (batch, head) pairs as batches × heads."""
+        import numpy as np
+
         from attncli.output.heatmap import ViewStyle
         from attncli.output.maps import AttentionMaps
 
-        return AttentionMaps.single(steps.weights, problem.queries, problem.keys, steps.allowed,
-                                    "attention weights", (style or ViewStyle()).scale(steps.weights))
+        top = (style or ViewStyle()).scale(steps.weights)
+        if not problem.tensors:
+            return AttentionMaps.single(steps.weights, problem.queries, problem.keys, steps.allowed,
+                                        "attention weights", top)
+        batches, heads = sorted({b for b, _ in shown}), sorted({h for _, h in shown})
+
+        def grid(values):  # [..., H, n_q, n_k] -> [batches, heads, n_q, n_k]
+            return np.stack([np.stack([slice_of(values, b, h) for h in heads]) for b in batches])
+
+        return AttentionMaps(grid(steps.weights), problem.queries, problem.keys, [f"batch {b}" for b in batches],
+                             [f"head {h}" for h in heads], None if steps.allowed is None else grid(steps.allowed),
+                             "attention weights", top, layer_axis="batch")
 
     return Result(data, view, matrices, maps)
+
+
+def computed_in(problem: Problem, steps) -> str:
+    """' · bfloat16 computed in float32', when the inputs' dtype is not the one computed in."""
+    stored = sorted({m.values.dtype.name for m in (problem.q, problem.k, problem.v)} - {steps.output.dtype.name})
+    return f" · {'/'.join(stored)} computed in {steps.output.dtype.name}" if problem.tensors and stored else ""
+
+
+def grouping(q_shape: tuple[int, ...], k_shape: tuple[int, ...]) -> str:
+    """' · grouped-query: 4 query heads per K/V head', when K/V have fewer heads than Q."""
+    if len(q_shape) < 3 or len(k_shape) < 3 or q_shape[-3] == k_shape[-3] or 1 in (q_shape[-3], k_shape[-3]):
+        return ""
+    group = q_shape[-3] // k_shape[-3]
+    return f" · grouped-query: {group} query heads per K/V head"
 
 
 def shown_labels(problem: Problem):

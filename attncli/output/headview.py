@@ -57,7 +57,7 @@ def page_data(maps: AttentionMaps) -> dict[str, Any]:
         w = np.where(maps.allowed, w, np.float32(0))
     return {
         "title": maps.title, "queries": maps.queries, "keys": maps.keys, "layers": maps.layers,
-        "heads": maps.heads, "shape": list(w.shape), "geometry": GEOMETRY,
+        "heads": maps.heads, "layerAxis": maps.layer_axis, "shape": list(w.shape), "geometry": GEOMETRY,
         "colours": [head_colour(i) for i in range(len(maps.heads))],
         "weights": base64.b64encode(np.ascontiguousarray(w).tobytes()).decode("ascii"),
     }
@@ -197,6 +197,7 @@ SCRIPT = r"""
   data.layers.forEach(function (name, l) {
     var o = document.createElement("option"); o.value = l; o.textContent = name || "weights"; select.appendChild(o);
   });
+  document.getElementById("layer-axis").textContent = data.layerAxis;
   if (nL < 2) document.getElementById("layer-control").hidden = true;
   select.addEventListener("change", function () { state.layer = +select.value; draw(); });
   var buttons = document.getElementById("heads");
@@ -295,7 +296,7 @@ PAGE = """<!DOCTYPE html>
 one colour per head. Hover over a token to see only its lines and its weights; click it to keep them.
 Click a head to show or hide it, double-click for that head alone.</p>
 <div class="controls">
-<label id="layer-control">layer <select id="layer"></select></label>
+<label id="layer-control"><span id="layer-axis">layer</span> <select id="layer"></select></label>
 <div class="heads" id="heads"></div>
 </div>
 <div id="numbers"></div>

@@ -21,6 +21,7 @@ class ViewStyle:
     view: str = "auto"  # one of VIEWS
     top: int = TOP  # keys per query in the top view
     scale_to_max: bool = False  # the scale runs to the largest weight shown rather than to 1
+    hints: bool = True  # the view may name --view, --top and --scale-to-max (the command takes them)
 
     def __post_init__(self) -> None:
         if self.view not in VIEWS:
@@ -76,7 +77,7 @@ class Heatmap:
         from attncli.output.palette import Legend
 
         return Legend(self.top, scale_text(self.top, self.precision, self.style), shades=shades,
-                      note=faint_note(self.weights, self.top, self.precision))
+                      note=faint_note(self.weights, self.top, self.precision) if self.style.hints else "")
 
     def choose(self, console, width: int) -> str:
         """The view to draw at ``width``: the style's, or for ``auto`` numbers when they fit."""
@@ -101,7 +102,7 @@ class Heatmap:
         if view == "compact":
             yield self.compact()
             yield self.legend(shades=True)
-            if self.style.view == "auto":
+            if self.style.view == "auto" and self.style.hints:
                 yield Text(f"(the numbers take more than {NUMBER_BLOCKS} blocks of columns at this width: "
                            "--view numbers shows them, --top K the heaviest keys)", style="dim")
             return

@@ -21,6 +21,7 @@ class AttentionMaps:
     allowed: Any = None  # bool, broadcastable to weights: False where the mask forbids; None: all allowed
     title: str = ""
     top: float = 1.0  # the weight drawn in the brightest colour: 1, or the largest with --scale-to-max
+    layer_axis: str = "layer"  # what the first axis is: "layer" (a model's), "batch" (tensors')
 
     def __post_init__(self) -> None:
         import numpy as np

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from attncli.readers import arrays, text, trees
+from attncli.readers import arrays, tensors, text, trees
 from attncli.readers.base import Bundle, Input, Matrix, NotABundle, Request
 
 Reader = Callable[[Input, Request], Bundle]
@@ -28,6 +28,7 @@ class Format:
     read: Reader
     magic: tuple[bytes, ...] = ()  # first bytes that mark it, whatever the name
     bundles: bool = False  # can hold named matrices (q, k, v, ...), not only one matrix
+    recognise: Callable[[bytes], bool] | None = None  # when no fixed first bytes mark it
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
@@ -36,6 +37,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("txt", (), text.read_txt),  # .txt and .dat may hold CSV or TSV too: recognised by content
     Format("npy", (".npy",), arrays.read_npy, magic=(arrays.NPY_MAGIC,)),
     Format("npz", (".npz",), arrays.read_npz, magic=arrays.NPZ_MAGIC, bundles=True),
+    Format("safetensors", (".safetensors",), tensors.read_safetensors, bundles=True,
+           recognise=tensors.looks_like_safetensors),
     Format("yaml", (".yaml", ".yml"), trees.read_yaml, bundles=True),
     Format("json", (".json",), trees.read_json, bundles=True),
 )}
@@ -48,6 +51,8 @@ def read_input(
     *,
     mask: bool = False,
     bundle: bool | Iterable[str] = False,
+    tensors: bool = False,
+    finite: bool = True,
 ) -> Bundle:
     """Read a file (a path) or bytes (named ``name`` in errors) in any format.
 
@@ -55,13 +60,15 @@ def read_input(
     unless ``bundle``: True asks for named matrices (q, k, v, ...; a format
     that holds one matrix is refused), a set of names asks for named matrices
     when the input has an entry of one of those names, and one matrix otherwise.
-    ``mask`` accepts booleans and -inf (for attention masks). ``fmt`` overrides
-    the detected format.
+    ``mask`` accepts booleans and -inf (for attention masks). ``tensors``
+    accepts arrays of any rank ≥ 2 in their stored float dtype (NPY, NPZ,
+    safetensors); ``finite=False`` lets NaN and infinities through (NPY, NPZ,
+    safetensors). ``fmt`` overrides the detected format.
     """
     src = Input.of(source, name)
     form = FORMATS[fmt] if fmt else detect(src)
     names = frozenset() if isinstance(bundle, bool) else frozenset(n.lower() for n in bundle)
-    request = Request(mask=mask, bundle=bundle is True, bundle_if=names)
+    request = Request(mask=mask, bundle=bundle is True, bundle_if=names, tensors=tensors, finite=finite)
     if request.bundle and not form.bundles:
         holders = "/".join(f.name.upper() for f in FORMATS.values() if f.bundles)
         raise NotABundle(f"a {form.name.upper()} file holds one matrix, not a bundle", source=src.name,
@@ -70,22 +77,25 @@ def read_input(
 
 
 def read_matrix(source: Input | bytes | str | os.PathLike[str], name: str | None = None, fmt: str | None = None,
-                *, mask: bool = False) -> Matrix:
+                *, mask: bool = False, tensors: bool = False, finite: bool = True) -> Matrix:
     """The one matrix an input holds; an NPZ archive must hold exactly one array."""
-    return read_input(source, name, fmt, mask=mask).matrix()
+    return read_input(source, name, fmt, mask=mask, tensors=tensors, finite=finite).matrix()
 
 
 def read_bundle(source: Input | bytes | str | os.PathLike[str], name: str | None = None,
-                fmt: str | None = None) -> Bundle:
-    """Named matrices from a YAML/JSON mapping or an NPZ archive."""
-    return read_input(source, name, fmt, bundle=True)
+                fmt: str | None = None, *, tensors: bool = False) -> Bundle:
+    """Named matrices from a YAML/JSON mapping, an NPZ archive or a safetensors file."""
+    return read_input(source, name, fmt, bundle=True, tensors=tensors)
 
 
 EXTENSIONS = {ext: f for f in FORMATS.values() for ext in f.extensions}
+PYTORCH_EXTENSIONS = (".pt", ".pth")  # torch.save pickles: refused with a hint, never unpickled
 
 
 def detect(source: Input) -> Format:
     """The format of an input: from its extension, else from its bytes."""
+    if source.suffix in PYTORCH_EXTENSIONS:
+        raise arrays.pytorch_file(source.name)
     return EXTENSIONS.get(source.suffix) or FORMATS[sniff(source.data())]
 
 
@@ -97,7 +107,7 @@ def detect_format(name: str, data: bytes) -> str:
 def sniff(data: bytes) -> str:
     """The format of bytes: a format's magic bytes, else ``sniff_text``."""
     for form in FORMATS.values():
-        if form.magic and data.startswith(form.magic):
+        if form.magic and data.startswith(form.magic) or form.recognise and form.recognise(data):
             return form.name
     return sniff_text(data)
 

@@ -19,6 +19,8 @@ from attncli.cli.options import (
     FilesArgument,
     FormatOption,
     HtmlOption,
+    Layout,
+    LayoutOption,
     PrecisionOption,
     SvgOption,
     attention_options,
@@ -38,6 +40,7 @@ Examples:
   attn explain q.csv k.csv v.csv --query 2 --causal       # query row 2, term by term
   attn explain samples/colors.yaml -f json | jq .scaled
   attn explain samples/colors.yaml --html colors.html
+  attn explain q.npy k.npy v.npy --head 3 --rope neox --window 3,0 --sinks s.npy   # one head of a tensor
 """
 
 TERMS = 8  # terms written out in a sum before the rest are summarised
@@ -53,6 +56,13 @@ def explain(
              "its row number (from 0) or its label. Default: the first.",
     )] = None,
     attention: AttentionFlags = FROM_OPTIONS,
+    layout: LayoutOption = Layout.bhsd,
+    batch: Annotated[int | None, typer.Option(
+        "--batch", min=0, metavar="B", show_default=False,
+        help="For tensors: the batch whose steps are shown (from 0). Default: the first.")] = None,
+    head: Annotated[int | None, typer.Option(
+        "--head", min=0, metavar="H", show_default=False,
+        help="For tensors: the query head whose steps are shown (from 0). Default: the first.")] = None,
     fmt: FormatOption = None,
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
@@ -61,14 +71,18 @@ def explain(
 ) -> None:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 
-    In order: the inputs and their shapes, the scores QKᵀ, the scaled scores,
-    the mask, the softmax weights and the output as a weighted sum, written
-    out term by term for one query. Takes the same inputs and options as
-    'attn run'. In a pipe: JSON with scores, scaled, logits, weights, output.
+    In order: the inputs and their shapes, RoPE when asked, the scores QKᵀ,
+    the scaled (and soft-capped) scores, the mask, bias, ALiBi and window,
+    the softmax weights (with sinks) and the output as a weighted sum,
+    written out term by term for one query. Takes the same inputs and options
+    as 'attn run'; for tensors, one (batch, head) is explained. In a pipe:
+    JSON with scores, scaled, logits, weights, output.
     """
-    problem = load_problem(files, attention.mask)
-    options = attention.build(problem.mask)
+    problem = load_problem(files, attention, layout)
+    options = problem.options()
     steps = compute(problem, options)
+    if problem.tensors or steps.rotated is not None:
+        problem, steps = one_head(problem, steps, batch, head)
     result = explain_result(problem, steps, precision, options, pick_query(problem, query), look.style())
     emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn explain")
 
@@ -91,7 +105,7 @@ def explain_result(problem: Problem, steps, precision: int, options: AttentionOp
     """JSON with every step, and the step-by-step view, for query row ``i``."""
     import math
 
-    base = run_result(problem, steps, precision, options, style)  # the JSON fields and matrices run writes
+    base = run_result(problem, steps, precision, options, style=style)  # the JSON fields and matrices run writes
     scaled = steps.scores * steps.scale / options.temperature
     data = {
         "queries": base.data["queries"], "keys": base.data["keys"], "columns": base.data["columns"],
@@ -104,6 +118,8 @@ def explain_result(problem: Problem, steps, precision: int, options: AttentionOp
         "logits": [[x if math.isfinite(x) else None for x in row] for row in steps.logits.tolist()],
         "weights": steps.weights, "output": steps.output,
     }
+    if "slice" in problem.meta:
+        data["batch"], data["head"] = problem.meta["slice"]
     data.update((key, value) for key, value in base.data.items() if key not in data)
     return Result(data, explain_view(problem, steps, precision, options, i, scaled, style), base.matrices,
                   base.maps)
@@ -136,7 +152,8 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
 
     sections = [
         Text.assemble(("attention, step by step: ", "bold"), "softmax(QKᵀ/√d_k)V",
-                      ("\n" + str(description)) if description else "", "\n", describe(steps, d_k, options)),
+                      ("\n" + str(description)) if description else "", "\n", describe(steps, d_k, options),
+                      *(part for line in variant_lines(problem, options) for part in ("\n", line))),
         heading("The inputs",
                 "Each row is a vector. Every query is compared with every key, and each key has a value."),
         table(q, rows, problem.q.col_labels or _columns(d_k),
@@ -144,17 +161,19 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
         table(k, key_rows, problem.k.col_labels or _columns(d_k),
               f"K: {plural(n_k, 'key')}, {n_k}×{d_k}"),
         table(v, key_rows, problem.columns, f"V: one value per key, {n_k}×{d_v}"),
-        heading("Scores: cos(q, k)" if cosine else "Scores: QKᵀ", *score_sentences(problem, options, i, precision)),
+        *rope_section(problem, steps, options, rows, key_rows, precision, heading),
+        heading("Scores: cos(q, k)" if cosine else "Scores: QKᵀ",
+                *score_sentences(problem, options, i, precision, steps.rotated)),
         table(steps.scores, rows, key_cols, "scores = cos(q, k) of each query and key, queries down, keys across"
               if cosine else "scores = Q · Kᵀ, queries down, keys across"),
         heading("Scaled scores", *scale_sentences(steps, d_k, options, precision)),
         table(scaled, rows, key_cols, "scaled scores"),
-        *mask_section(problem, steps, scaled, rows, key_cols, precision, heading),
-        heading("Weights: softmax of each row",
-                "Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: "
-                "e^x / Σ e^x, so the biggest score gets the most weight. Brighter = more attention."),
+        *softcap_section(scaled, options, rows, key_cols, precision, heading),
+        *mask_section(problem, steps, scaled, rows, key_cols, precision, heading, options),
+        heading("Weights: softmax of each row", *softmax_sentences(options)),
         heatmap(steps.weights, rows, key_cols, precision=precision, allowed=steps.allowed,
-                title="weights, each row sums to 1", style=style),
+                title="weights, each row sums to " + ("less than 1" if options.sinks is not None else "1"),
+                style=style),
         heading("Output: weights · V",
                 "Each query's output is the values added up, each times the query's weight for its key:"),
         Text(weighted_sum(label, steps.weights[i], v, steps.output[i], precision,
@@ -173,13 +192,15 @@ def factor(x: float, precision: int) -> str:
     return f"({text})" if text.startswith("-") else text
 
 
-def score_sentences(problem: Problem, options: AttentionOptions, i: int, precision: int) -> list[str]:
-    """What a score is, and the first one written out for query ``i``, in the tables' number format."""
+def score_sentences(problem: Problem, options: AttentionOptions, i: int, precision: int,
+                    rotated=None) -> list[str]:
+    """What a score is, and the first one written out for query ``i`` (of the
+    rotated Q and K with RoPE), in the tables' number format."""
     import math
 
     from attncli.output.render import fmt
 
-    q, k = problem.q.values[i], problem.k.values[0]
+    q, k = (problem.q.values[i], problem.k.values[0]) if rotated is None else (rotated[0][i], rotated[1][0])
     products = [f"{factor(a, precision)} × {factor(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
     dot = f"{problem.queries[i]} · {problem.keys[0]} = {_sum(products)} = {fmt(float(q @ k), precision)}"
     if options.similarity == "cosine":
@@ -217,25 +238,113 @@ def scale_sentences(steps, d_k: int, options: AttentionOptions, precision: int) 
     return [first, second]
 
 
-def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int, heading) -> list:
-    """Step 4 when there is a mask: which pairs are forbidden, and the scores it changes."""
+def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int, heading,
+                 options: AttentionOptions | None = None) -> list:
+    """Step 4 when there is a mask, a window, ALiBi or a bias: which pairs are
+    forbidden, and the scores they change."""
     import numpy as np
 
     from attncli.output.render import number_table
 
+    if options is not None and options.softcap is not None:
+        scaled = options.softcap * np.tanh(scaled / options.softcap)
     if steps.allowed is None and np.array_equal(steps.logits, scaled):
         return []
     parts = []
+    alibi = options is not None and options.uses_alibi
     if steps.allowed is not None:
         forbidden = int((~steps.allowed).sum())
-        why = " Causal: each query sees only the keys up to its own position." if problem.mask is None else ""
+        why = ""
+        if options is not None and options.window is not None:
+            left, right = options.window
+            n_q, n_k = steps.allowed.shape[-2:]
+            span = " to ".join(_side(n_k - n_q, side, sign) for side, sign in ((left, "−"), (right, "+")))
+            why += f" The window ({left},{right}) lets query i see keys {span}."
+        if problem.mask is None and (options is None or options.causal is not None):
+            why += " Causal: each query sees only the keys up to its own position."
         parts.append(f"The mask forbids {forbidden} of {steps.allowed.size} query–key pairs (–).{why} "
                      "A forbidden pair's score becomes −∞, so softmax gives it weight 0.")
-    if not np.array_equal(np.where(np.isfinite(steps.logits), steps.logits, 0),
-                          np.where(np.isfinite(steps.logits), scaled, 0)):
+    if alibi:
+        parts.append("ALiBi adds −m·|i + n_k − n_q − j| to each score: the farther the key from the query, "
+                     "the lower its score (m is this head's slope).")
+    finite = np.isfinite(steps.logits)
+    if problem.mask is not None and not np.array_equal(np.where(finite, steps.logits, 0), np.where(finite, scaled, 0)) \
+            and not alibi:
         parts.append(f"{'It also adds' if parts else 'The mask adds'} its numbers to the scaled scores.")
-    return [heading("Mask", *parts), number_table(steps.logits, rows, key_cols, precision=precision,
-                                title="scaled scores with the mask (−inf = forbidden)")]
+    title = "scores with " + ("ALiBi and " if alibi else "") + "the mask (−inf = forbidden)"
+    return [heading("Mask" + (" and ALiBi" if alibi else ""), *parts),
+            number_table(steps.logits, rows, key_cols, precision=precision, title=title)]
+
+
+def _side(shift: int, side: int, sign: str) -> str:
+    """'i − 3', 'i + 2 + 0', or 'any' for −1: one end of a window, bottom-right aligned."""
+    if side == -1:
+        return "0" if sign == "−" else "the last"
+    total = shift - side if sign == "−" else shift + side
+    return "i" if total == 0 else f"i {'+' if total > 0 else '−'} {abs(total)}"
+
+
+def variant_lines(problem: Problem, options: AttentionOptions) -> list[str]:
+    """The order the variants act in, and which (batch, head) of a tensor is shown."""
+    from attncli.cli.qkv import variant_parts
+
+    lines = []
+    if variant_parts(options):
+        lines.append("logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
+                     "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)")
+    where = problem.meta.get("slice")
+    if where:
+        lines.append(f"batch {where[0]} · head {where[1]} of the tensors (--batch, --head choose another)")
+    return lines
+
+
+def rope_section(problem: Problem, steps, options: AttentionOptions, rows, key_rows, precision: int,
+                 heading) -> list:
+    """With RoPE: Q and K rotated by their positions, the step before the scores."""
+    if steps.rotated is None or options.rope is None:
+        return []
+    from attncli.output.render import number_table
+
+    rope = options.rope
+    n_q, n_k, d_k = steps.scores.shape[-2], steps.scores.shape[-1], steps.rotated[0].shape[-1]
+    dim = rope.dim or d_k
+    start = n_k - n_q if rope.offset is None else rope.offset
+    pairs = (f"feature i with feature i + {dim // 2} (rotate_half)" if rope.style == "neox"
+             else "features 2i and 2i + 1 (interleaved)")
+    rest = f" Features {dim} to {d_k - 1} are left as they are." if dim < d_k else ""
+    columns = [f"d{j}" for j in range(d_k)]
+    return [
+        heading(f"RoPE ({rope.style}): Q and K rotated by position",
+                f"Each pair of features turns by the angle position · {rope.theta:g}^(−2i/{dim}); {rope.style} pairs "
+                f"{pairs}.{rest} Keys sit at positions 0 to {n_k - 1}, queries at {start} to {start + n_q - 1}, "
+                "so a score depends on how far apart the two are."),
+        number_table(steps.rotated[0], rows, columns, precision=precision, title="RoPE(Q)"),
+        number_table(steps.rotated[1], key_rows, columns, precision=precision, title="RoPE(K)"),
+    ]
+
+
+def softcap_section(scaled, options: AttentionOptions, rows, key_cols, precision: int, heading) -> list:
+    """With a soft-cap: the scaled scores squashed into ±C."""
+    if options.softcap is None:
+        return []
+    import numpy as np
+
+    from attncli.output.render import number_table
+
+    cap = options.softcap
+    return [heading("Soft-cap", f"Each scaled score x becomes {cap:g} · tanh(x / {cap:g}): about x when small, never "
+                                f"beyond ±{cap:g} (Gemma 2)."),
+            number_table(cap * np.tanh(scaled / cap), rows, key_cols, precision=precision, title="soft-capped scores")]
+
+
+def softmax_sentences(options: AttentionOptions) -> list[str]:
+    """How weights come from the logits (with sinks: one more term in the denominator)."""
+    if options.sinks is None:
+        return ["Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: "
+                "e^x / Σ e^x, so the biggest score gets the most weight. Brighter = more attention."]
+    return ["Softmax turns each row into weights e^x / (Σ e^x + e^s), where s is the head's sink: a logit with "
+            "no key and no value that takes its share of the denominator (gpt-oss). So each row sums to less "
+            "than 1, and a query that finds no good key can give little weight to all of them."]
 
 
 def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -> str:
@@ -270,3 +379,41 @@ def _sum(terms: list[str]) -> str:
 
 def _columns(d: int) -> list[str]:
     return [f"d{j}" for j in range(d)]
+
+
+def one_head(problem: Problem, steps, batch: int | None, head: int | None):
+    """The 2-D problem and steps of one (batch, head) of tensors, to explain
+    as any matrix; K and V from the head that query head serves (grouped-query)."""
+    from attncli.cli.qkv import slice_of, slices
+    from attncli.core.reference import Steps
+    from attncli.readers import Matrix
+
+    b, h = batch or 0, head or 0
+    slices(steps.weights.shape, b, h)  # a usage error when out of range
+    lead = steps.weights.shape[:-2]
+
+    def cut(values):
+        return _head_of(values, lead, b, h)
+
+    q, k, v = (Matrix(cut(m.values), m.row_labels, m.col_labels) for m in (problem.q, problem.k, problem.v))
+    rotated = None if steps.rotated is None else (cut(steps.rotated[0]), cut(steps.rotated[1]))
+    one = Steps(slice_of(steps.scores, b, h), steps.scale, slice_of(steps.logits, b, h),
+                None if steps.allowed is None else slice_of(steps.allowed, b, h), slice_of(steps.weights, b, h),
+                slice_of(steps.output, b, h), rotated)
+    meta = {**problem.meta, **({"slice": (b, h)} if problem.tensors else {})}
+    return Problem(q, k, v, problem.mask, problem.mask_source, meta, flags=problem.flags, arrays=problem.arrays,
+                   layout=problem.layout), one
+
+
+def _head_of(values, lead: tuple[int, ...], b: int, h: int):
+    """[..., H_x, n, d] -> [n, d]: batch b (leading axes flattened) for query head h,
+    where H_x is H (one per query head), fewer (K/V heads of grouped-query) or 1."""
+    import numpy as np
+
+    if values.ndim == 2:
+        return values
+    heads = lead[-1] if lead else 1
+    values = values.reshape((1,) * (len(lead) + 2 - values.ndim) + values.shape)  # as many axes as the weights
+    h_x = values.shape[-3]
+    values = np.broadcast_to(values, lead[:-1] + (h_x,) + values.shape[-2:])
+    return np.asarray(values.reshape(-1, h_x, *values.shape[-2:])[b, h * h_x // heads], dtype=values.dtype)

@@ -6,11 +6,15 @@ from attncli.cli.emit import MATRIX_FORMATS, Result, choose_format, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
     AttentionFlags,
+    BatchOption,
     Emit,
     EmitOption,
     FilesArgument,
     FormatOption,
+    HeadOption,
     HtmlOption,
+    Layout,
+    LayoutOption,
     PrecisionOption,
     SvgOption,
     attention_options,
@@ -26,6 +30,9 @@ Examples:
   attn run q.npy k.npy v.npy -f npy --emit weights > w.npy
   attn run q.csv k.csv v.csv --causal --scale 0.5 --mask mask.csv
   attn run samples/colors.yaml --svg colors.svg --html colors.html
+  attn run q.npy k.npy v.npy -f npy > out.npy      # [batch, heads, seq, dim], any rank
+  attn run case.safetensors --rope neox --window 127,0 --softcap 50 -f safetensors > out.safetensors
+  attn run q.npy k.npy v.npy --layout bshd --sinks sinks.npy --head 3
 """
 
 @attention_options()
@@ -33,20 +40,25 @@ Examples:
 def run(
     files: FilesArgument,
     attention: AttentionFlags = FROM_OPTIONS,
+    layout: LayoutOption = Layout.bhsd,
+    batch: BatchOption = None,
+    head: HeadOption = None,
     fmt: FormatOption = None,
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
     look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
-    """Compute softmax(QKᵀ/√d_k)V on matrices from files.
+    """Compute softmax(QKᵀ/√d_k)V on matrices or tensors from files.
 
     On a terminal: a heatmap of the weights (queries down, keys across) and the
-    outputs. In a pipe: one JSON object with queries, keys, weights, output and
-    scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
+    outputs, one of each per (batch, head) for tensors. In a pipe: one JSON
+    object with queries, keys, weights, output and scale. Rows are vectors: Q
+    is n_q×d_k, K is n_k×d_k, V is n_k×d_v; NPY, NPZ and safetensors tensors
+    are [batch, heads, seq, dim] (--layout bshd: [batch, seq, heads, dim]).
     """
-    problem = load_problem(files, attention.mask)
-    options = attention.build(problem.mask)
+    problem = load_problem(files, attention, layout)
+    options = problem.options()
     style = look.style()
     pictures = (svg, html, look.png, look.pdf)
     if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and pictures == (None,) * 4:
@@ -54,6 +66,6 @@ def run(
         emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
         return
     steps = compute(problem, options)
-    result = run_result(problem, steps, precision, options, style)
+    result = run_result(problem, steps, precision, options, batch, head, style)
     emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn run")
 
