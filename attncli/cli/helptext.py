@@ -92,7 +92,7 @@ def usage(command: Any, ctx: Any) -> str:
     for param in command.get_params(ctx):
         if param.param_type_name == "argument":
             name = metavar(param)
-            if param.nargs != 1 and not name.endswith("..."):
+            if param.nargs != 1 and not name.endswith("...") and " " not in name:  # "OUT [Q K V | BUNDLE]" says it
                 name += "..."
             pieces.append(name if param.required else f"[{name}]")
     return " ".join(pieces)
