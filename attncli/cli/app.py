@@ -73,6 +73,11 @@ class AttnGroup(TyperGroup):
                    "(a bug in attn: ATTN_DEBUG=1 shows where; please report it)")
             raise typer.Exit(EXIT_INTERNAL) from None
 
+    def format_help(self, ctx, formatter) -> None:
+        from attncli.cli.helptext import format_group_help
+
+        format_group_help(self, ctx, formatter, CLOSING)
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             result = super().main(
@@ -82,7 +87,10 @@ class AttnGroup(TyperGroup):
             code = result if isinstance(result, int) else 0
         except ClickException as e:
             message = e.format_message().replace("Value error, ", "").rstrip(".")
-            if not message:  # `attn` alone: the help was shown, nothing went wrong
+            if type(e).__name__ == "NoArgsIsHelpError":  # `attn` alone: its help, nothing went wrong
+                typer.echo(e.format_message())
+                code = 0
+            elif not message:  # the help was shown already
                 code = 0
             else:
                 command = e.ctx.command_path if getattr(e, "ctx", None) else "attn"
@@ -101,7 +109,8 @@ app = typer.Typer(
     name="attn",
     help="Compute attention, softmax(QKᵀ/√d_k)V, on your own matrices and see every step.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
@@ -125,16 +134,23 @@ def _main(
     """
 
 
+CLOSING = """\
+'attn COMMAND --help' shows a command's options and more examples. Tab
+completion for your shell: attn --install-completion (or --show-completion to
+see the script). On a terminal you get views; in a pipe, JSON."""
+
+
 def _register() -> None:
     from attncli.cli.commands import check, explain, lookup, run, selfattn, softmax, trace
+    from attncli.cli.helptext import AttnCommand
 
-    app.command("run", epilog=run.EXAMPLES)(run.run)
-    app.command("explain", epilog=explain.EXAMPLES)(explain.explain)
+    app.command("run", epilog=run.EXAMPLES, cls=AttnCommand)(run.run)
+    app.command("explain", epilog=explain.EXAMPLES, cls=AttnCommand)(explain.explain)
     app.command("softmax", epilog=softmax.EXAMPLES, cls=softmax.NumbersCommand)(softmax.softmax)
-    app.command("lookup", epilog=lookup.EXAMPLES)(lookup.lookup)
-    app.command("self", epilog=selfattn.EXAMPLES)(selfattn.self_attention)
-    app.command("trace", epilog=trace.EXAMPLES)(trace.trace)
-    app.command("check", epilog=check.EXAMPLES)(check.check)
+    app.command("lookup", epilog=lookup.EXAMPLES, cls=AttnCommand)(lookup.lookup)
+    app.command("self", epilog=selfattn.EXAMPLES, cls=AttnCommand)(selfattn.self_attention)
+    app.command("trace", epilog=trace.EXAMPLES, cls=AttnCommand)(trace.trace)
+    app.command("check", epilog=check.EXAMPLES, cls=AttnCommand)(check.check)
 
 
 _register()

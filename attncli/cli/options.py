@@ -3,9 +3,6 @@
 
 from __future__ import annotations
 
-import functools
-import inspect
-import typing
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
@@ -54,7 +51,7 @@ FilesArgument = Annotated[list[str], typer.Argument(
          "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
 )]
 EmitOption = Annotated[Emit, typer.Option(
-    "--emit", metavar="[output|weights]", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
+    "--emit", metavar="output|weights", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
 MaskOption = Annotated[str | None, typer.Option(
     "--mask", metavar="FILE",
     help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix. Booleans or 0/1 "
@@ -70,11 +67,11 @@ AlignOption = Annotated[Align | None, typer.Option(
     show_default=False,
 )]
 ScaleOption = Annotated[float | None, typer.Option(
-    "--scale", help="Multiply the scores QKᵀ by this. Default 1/√d_k (1 with --similarity cosine).",
+    "--scale", metavar="S", help="Multiply the scores QKᵀ by this. Default 1/√d_k (1 with --similarity cosine).",
     show_default=False,
 )]
 TemperatureOption = Annotated[float, typer.Option(
-    "--temperature", "-t",
+    "--temperature", "-t", metavar="T",
     help="Divide the scaled scores by this: above 1 flattens the weights, below 1 sharpens them.",
 )]
 SimilarityOption = Annotated[Similarity, typer.Option(
@@ -344,28 +341,6 @@ def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..
     Adding an attention option to every command is one entry in ATTENTION_OPTIONS
     (and a field of AttentionFlags).
     """
-    chosen = names or tuple(ATTENTION_OPTIONS)
+    from attncli.cli.groups import option_group
 
-    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
-        hints = typing.get_type_hints(command, include_extras=True)
-        parameters = []
-        for parameter in inspect.signature(command).parameters.values():
-            if parameter.name == "attention":
-                for name in chosen:
-                    alias, default = ATTENTION_OPTIONS[name]
-                    parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=alias,
-                                                        default=default))
-            else:
-                parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY,
-                                                    annotation=hints.get(parameter.name, parameter.annotation)))
-
-        @functools.wraps(command)
-        def with_flags(**values: Any) -> Any:
-            flags = AttentionFlags(**{name: values.pop(name) for name in chosen})
-            return command(attention=flags, **values)
-
-        with_flags.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
-        with_flags.__annotations__ = {p.name: p.annotation for p in parameters}
-        return with_flags
-
-    return decorate
+    return option_group("attention", AttentionFlags, ATTENTION_OPTIONS, names or tuple(ATTENTION_OPTIONS))

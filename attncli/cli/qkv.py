@@ -249,7 +249,7 @@ def slice_of(values, b: int, h: int):
 
 
 def run_result(problem: Problem, steps, precision: int, options: AttentionOptions,
-               batch: int | None = None, head: int | None = None) -> Result:
+               batch: int | None = None, head: int | None = None, style=None) -> Result:
     """JSON, table view and emittable matrices of one attention run."""
     from attncli.core.arrays import shape_text
 
@@ -295,7 +295,7 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
             allowed = None if steps.allowed is None else slice_of(steps.allowed, b, h)
             parts += [
                 heatmap(slice_of(steps.weights, b, h), rows, key_headers, precision=precision,
-                        title=f"{where}weights = softmax(scores), {sums}", allowed=allowed),
+                        title=f"{where}weights = softmax(scores), {sums}", allowed=allowed, style=style),
                 number_table(slice_of(steps.output, b, h), rows, problem.columns, precision=precision,
                              title=f"{where}output = weights · V"),
             ]
@@ -310,7 +310,28 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
         "output": output_matrix(problem, steps.output),
         "weights": Emitted(steps.weights, q.row_labels, k.row_labels or v.row_labels),
     }
-    return Result(data, view, matrices)
+
+    def maps():
+        """The weights shown, for pictures: one head, or tensors' (batch, head) pairs as batches × heads."""
+        import numpy as np
+
+        from attncli.output.heatmap import ViewStyle
+        from attncli.output.maps import AttentionMaps
+
+        top = (style or ViewStyle()).scale(steps.weights)
+        if not problem.tensors:
+            return AttentionMaps.single(steps.weights, problem.queries, problem.keys, steps.allowed,
+                                        "attention weights", top)
+        batches, heads = sorted({b for b, _ in shown}), sorted({h for _, h in shown})
+
+        def grid(values):  # [..., H, n_q, n_k] -> [batches, heads, n_q, n_k]
+            return np.stack([np.stack([slice_of(values, b, h) for h in heads]) for b in batches])
+
+        return AttentionMaps(grid(steps.weights), problem.queries, problem.keys, [f"batch {b}" for b in batches],
+                             [f"head {h}" for h in heads], None if steps.allowed is None else grid(steps.allowed),
+                             "attention weights", top, layer_axis="batch")
+
+    return Result(data, view, matrices, maps)
 
 
 def computed_in(problem: Problem, steps) -> str:

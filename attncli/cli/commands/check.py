@@ -191,6 +191,7 @@ def check_result(name: str, problem: Problem, verdict: Verdict, options: Attenti
         from rich.text import Text
 
         from attncli.cli.qkv import describe_options
+        from attncli.output.heatmap import ViewStyle
         from attncli.output.render import heatmap, stack
 
         ok = verdict.passed
@@ -213,7 +214,7 @@ def check_result(name: str, problem: Problem, verdict: Verdict, options: Attenti
             header,
             head_table(rows, by_head.max(axis=(-2, -1)).reshape(-1),
                        _by_head(verdict.baseline_error).max(axis=(-2, -1)).reshape(-1), verdict.tolerance),
-            heatmap(grouped, rows, columns, precision=min(precision, 2),
+            heatmap(grouped, rows, columns, precision=min(precision, 2), style=ViewStyle(hints=False),
                     title="max |OUT - ref| / tolerance by head (down) and query (across): above 1 fails"),
         )
 

@@ -26,6 +26,7 @@ from attncli.cli.options import (
     attention_options,
 )
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 from attncli.text import plural
 
@@ -46,6 +47,7 @@ TERMS = 8  # terms written out in a sum before the rest are summarised
 
 
 @attention_options()
+@view_options()
 def explain(
     files: FilesArgument,
     query: Annotated[str | None, typer.Option(
@@ -65,6 +67,7 @@ def explain(
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 
@@ -80,8 +83,8 @@ def explain(
     steps = compute(problem, options)
     if problem.tensors or steps.rotated is not None:
         problem, steps = one_head(problem, steps, batch, head)
-    result = explain_result(problem, steps, precision, options, pick_query(problem, query))
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
+    result = explain_result(problem, steps, precision, options, pick_query(problem, query), look.style())
+    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn explain")
 
 
 def pick_query(problem: Problem, query: str | None) -> int:
@@ -97,11 +100,12 @@ def pick_query(problem: Problem, query: str | None) -> int:
     raise UsageError(f"--query {query}: no such query", hint=f"Q has {rows}; give a number or a label")
 
 
-def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int) -> Result:
+def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int,
+                   style=None) -> Result:
     """JSON with every step, and the step-by-step view, for query row ``i``."""
     import math
 
-    base = run_result(problem, steps, precision, options)  # the JSON fields and matrices run writes
+    base = run_result(problem, steps, precision, options, style=style)  # the JSON fields and matrices run writes
     scaled = steps.scores * steps.scale / options.temperature
     data = {
         "queries": base.data["queries"], "keys": base.data["keys"], "columns": base.data["columns"],
@@ -117,10 +121,11 @@ def explain_result(problem: Problem, steps, precision: int, options: AttentionOp
     if "slice" in problem.meta:
         data["batch"], data["head"] = problem.meta["slice"]
     data.update((key, value) for key, value in base.data.items() if key not in data)
-    return Result(data, explain_view(problem, steps, precision, options, i, scaled), base.matrices)
+    return Result(data, explain_view(problem, steps, precision, options, i, scaled, style), base.matrices,
+                  base.maps)
 
 
-def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled):
+def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled, style=None):
     """The steps one under another: a heading, a sentence or two, the numbers."""
     import itertools
 
@@ -133,6 +138,7 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
     rows, key_rows, key_cols = shown_labels(problem)
     label = problem.queries[i]
     description = problem.meta.get("description")
+    cosine = options.similarity == "cosine"
 
     def table(values, row_labels, col_labels, title):
         return number_table(values, row_labels, col_labels, precision=precision, title=title)
@@ -156,15 +162,18 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
               f"K: {plural(n_k, 'key')}, {n_k}×{d_k}"),
         table(v, key_rows, problem.columns, f"V: one value per key, {n_k}×{d_v}"),
         *rope_section(problem, steps, options, rows, key_rows, precision, heading),
-        heading("Scores: QKᵀ", *score_sentences(problem, options, i, precision, steps.rotated)),
-        table(steps.scores, rows, key_cols, "scores = Q · Kᵀ, queries down, keys across"),
-        heading("Scaled scores", *scale_sentences(steps, d_k, options)),
+        heading("Scores: cos(q, k)" if cosine else "Scores: QKᵀ",
+                *score_sentences(problem, options, i, precision, steps.rotated)),
+        table(steps.scores, rows, key_cols, "scores = cos(q, k) of each query and key, queries down, keys across"
+              if cosine else "scores = Q · Kᵀ, queries down, keys across"),
+        heading("Scaled scores", *scale_sentences(steps, d_k, options, precision)),
         table(scaled, rows, key_cols, "scaled scores"),
         *softcap_section(scaled, options, rows, key_cols, precision, heading),
         *mask_section(problem, steps, scaled, rows, key_cols, precision, heading, options),
         heading("Weights: softmax of each row", *softmax_sentences(options)),
         heatmap(steps.weights, rows, key_cols, precision=precision, allowed=steps.allowed,
-                title="weights, each row sums to " + ("less than 1" if options.sinks is not None else "1")),
+                title="weights, each row sums to " + ("less than 1" if options.sinks is not None else "1"),
+                style=style),
         heading("Output: weights · V",
                 "Each query's output is the values added up, each times the query's weight for its key:"),
         Text(weighted_sum(label, steps.weights[i], v, steps.output[i], precision,
@@ -175,33 +184,51 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
     return stack(*sections)
 
 
+def factor(x: float, precision: int) -> str:
+    """A number in a product, as the tables show it, in brackets when negative: 2.000 × (-1.000)."""
+    from attncli.output.render import fmt
+
+    text = fmt(x, precision)
+    return f"({text})" if text.startswith("-") else text
+
+
 def score_sentences(problem: Problem, options: AttentionOptions, i: int, precision: int,
                     rotated=None) -> list[str]:
     """What a score is, and the first one written out for query ``i`` (of the
-    rotated Q and K with RoPE)."""
-    if options.similarity == "cosine":
-        return ["A score is the cosine similarity of a query and a key: the dot product of the two rows "
-                "scaled to length 1, from −1 (opposite directions) to 1 (the same direction)."]
-    from attncli.output.render import short
+    rotated Q and K with RoPE), in the tables' number format."""
+    import math
+
+    from attncli.output.render import fmt
 
     q, k = (problem.q.values[i], problem.k.values[0]) if rotated is None else (rotated[0][i], rotated[1][0])
-    products = [f"{short(a, precision)} × {short(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
+    products = [f"{factor(a, precision)} × {factor(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
+    dot = f"{problem.queries[i]} · {problem.keys[0]} = {_sum(products)} = {fmt(float(q @ k), precision)}"
+    if options.similarity == "cosine":
+        lengths = math.sqrt(float(q @ q)) * math.sqrt(float(k @ k))
+        cosine = float(q @ k) / lengths if lengths else 0.0
+        return ["A score is the cosine similarity of a query and a key: their dot product divided by both "
+                "lengths, from −1 (opposite directions) to 1 (the same direction).",
+                dot,
+                f"cos({problem.queries[i]}, {problem.keys[0]}) = {fmt(float(q @ k), precision)} / "
+                f"({fmt(math.sqrt(float(q @ q)), precision)} × {fmt(math.sqrt(float(k @ k)), precision)}) "
+                f"= {fmt(cosine, precision)}"]
     return [
         "A score is the dot product of a query and a key: multiply them number by number and add up. "
         "The more alike they are, the bigger the score.",
-        f"{problem.queries[i]} · {problem.keys[0]} = {_sum(products)} "
-        f"= {short(float(q @ k), precision)}",
+        dot,
     ]
 
 
-def scale_sentences(steps, d_k: int, options: AttentionOptions) -> list[str | None]:
+def scale_sentences(steps, d_k: int, options: AttentionOptions, precision: int) -> list[str | None]:
     """Which scale, and why."""
+    from attncli.output.render import fmt
+
     if options.scale is not None:
         first = f"The scores are multiplied by {steps.scale:g}, as --scale asks."
     elif options.similarity == "cosine":
         first = "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1)."
     else:
-        first = (f"The scores are multiplied by 1/√d_k = 1/√{d_k} = {steps.scale:.4g}: dot products of "
+        first = (f"The scores are multiplied by 1/√d_k = 1/√{d_k} = {fmt(steps.scale, precision)}: dot products of "
                  "longer vectors spread wider, and scaling keeps softmax from piling all the weight "
                  "on one key.")
     temperature = options.temperature
@@ -336,10 +363,10 @@ def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -
 
 
 def _vector(row, precision: int, limit: int = 4) -> str:
-    """'[1, 0]', or '[0.1, 0.2, 0.3, 0.4, … 46 more]' for a long row."""
-    from attncli.output.render import short
+    """'[1.000, 0.000]', or '[0.100, 0.200, 0.300, 0.400, … 46 more]' for a long row."""
+    from attncli.output.render import fmt
 
-    values = [short(x, precision) for x in row.tolist()[:limit]]
+    values = [fmt(x, precision) for x in row.tolist()[:limit]]
     more = f", … {len(row) - limit} more" if len(row) > limit else ""
     return f"[{', '.join(values)}{more}]"
 

@@ -23,6 +23,7 @@ from attncli.cli.options import (
     attention_options,
 )
 from attncli.cli.qkv import describe
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
@@ -40,6 +41,7 @@ Examples:
 
 
 @attention_options("scale", "temperature", "similarity")
+@view_options("png", "pdf")
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
@@ -70,12 +72,13 @@ def lookup(
     attention: AttentionFlags = FROM_OPTIONS,
     fmt: FormatOption = None,
     emit_which: Annotated[Emit | None, typer.Option(
-        "--emit", show_default=False,
+        "--emit", metavar="weights|output", show_default=False,
         help="The matrix csv/tsv/npy write: weights, or output (the default when there are values).",
     )] = None,
     precision: PrecisionOption = 3,
     svg: SvgOption = None,
     html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Look words up by meaning: attention of query words over key words.
 
@@ -102,7 +105,7 @@ def lookup(
     if which == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
     emit(_result(queries, key_names, value_matrix, space, steps, options, precision), fmt, which,
-         svg=svg, html=html, title="attn lookup")
+         svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn lookup")
 
 
 def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None):
@@ -209,4 +212,7 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
                      None if value_matrix is None else steps.output[i], precision=precision)
         for i, query in enumerate(queries)
     ]
-    return Result(data, stack(header, *views), matrices)
+    from attncli.output.maps import AttentionMaps
+
+    maps = AttentionMaps.single(steps.weights, list(queries), list(keys), title=f"lookup in {space.name}")
+    return Result(data, stack(header, *views), matrices, maps)

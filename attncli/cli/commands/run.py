@@ -20,6 +20,7 @@ from attncli.cli.options import (
     attention_options,
 )
 from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 
 EXAMPLES = """\b
 Examples:
@@ -35,6 +36,7 @@ Examples:
 """
 
 @attention_options()
+@view_options()
 def run(
     files: FilesArgument,
     attention: AttentionFlags = FROM_OPTIONS,
@@ -45,6 +47,7 @@ def run(
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Compute softmax(QKᵀ/√d_k)V on matrices or tensors from files.
 
@@ -56,11 +59,13 @@ def run(
     """
     problem = load_problem(files, attention, layout)
     options = problem.options()
-    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
+    style = look.style()
+    pictures = (svg, html, look.png, look.pdf)
+    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and pictures == (None,) * 4:
         # Only the output is written: the blocked kernel never holds the weights.
         emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
         return
     steps = compute(problem, options)
-    result = run_result(problem, steps, precision, options, batch, head)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
+    result = run_result(problem, steps, precision, options, batch, head, style)
+    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn run")
 
