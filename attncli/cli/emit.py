@@ -5,15 +5,18 @@ printed."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import IO, Any, cast
 
-from attncli.cli.io import STDIN
-from attncli.errors import UsageError
+from attncli.errors import UsageError, file_error
 from attncli.output.writers import WRITERS, Emitted
+from attncli.text import printable
 
 __all__ = ["MATRIX_FORMATS", "Emitted", "Format", "Result", "choose_format", "emit", "is_terminal"]
 
@@ -64,16 +67,19 @@ def emit(
         raise UsageError(f"--emit {which}: this command writes {' or '.join(result.matrices)}")
     view = None
     if table or svg is not None or html is not None:
-        view = result.view() if callable(result.view) else result.view
+        from attncli.output.terminal import Escaped
+
+        view = Escaped(result.view() if callable(result.view) else result.view)
     if svg is not None or html is not None:
-        if STDIN in (svg, html):
-            raise UsageError("a picture needs a file name, not '-'", hint="stdout gets the --format output")
         from attncli.output.pictures import PICTURE_WIDTH, save_pictures
 
-        width = _console().width if is_terminal() else int(os.environ.get("COLUMNS", 0)) or PICTURE_WIDTH
-        save_pictures(view, svg, html, title=title, width=width)
+        width = _terminal_width() if is_terminal() else columns() or PICTURE_WIDTH
+        save_pictures(view, svg, html, title=title, width=width, write=_write_picture)
     if table:
-        _console().print(view)
+        console = _console()
+        with writing_stdout():
+            console.print(view)
+            sys.stdout.flush()
         return
     writer = WRITERS[fmt.value]
     what = result.data if writer.whole else result.matrices[which]
@@ -81,18 +87,98 @@ def emit(
         raise UsageError(f"refusing to write binary {writer.name.upper()} to a terminal",
                          hint=f"redirect it: > out.{writer.name}")
     stream = sys.stdout.buffer if writer.binary else sys.stdout
-    writer.write(stream, what)
-    stream.flush()
+    with writing_stdout():
+        writer.write(cast(IO[Any], _Printable(stream)) if is_terminal() else stream, what)
+        stream.flush()
+
+
+STDOUT_NAME = "<stdout>"
+
+
+def _write_picture(name: str, text: str) -> None:
+    """A picture to its file; to stdout itself when the name is stdout's file
+    (``--svg /dev/stdout > out.txt``), so that it is neither renamed over the
+    file stdout writes to nor written at the same place as the output."""
+    from attncli.cli.paths import same_as
+    from attncli.output.pictures import write_file
+
+    if same_as(name, sys.stdout):
+        with writing_stdout():
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    else:
+        write_file(name, text)
+
+
+@contextmanager
+def writing_stdout() -> Iterator[None]:
+    """Turn a failed write to stdout (a full disk, a closed descriptor) into
+    one line, exit 1; a reader that went away (BrokenPipeError) is left to the
+    CLI, which stops quietly with 141."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        silence_stdout()
+        raise file_error(STDOUT_NAME, e, writing=True) from None
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null after it failed, so that Python's own flush
+    at exit neither fails again nor prints a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests), or no stdout at all
+        pass
+
+
+class _Printable:
+    """A text stream to a terminal that escapes control characters (a CSV
+    label holding ESC), keeping the newlines and tabs that lay the data out."""
+
+    def __init__(self, stream: IO[Any]) -> None:
+        self.stream = stream
+
+    def write(self, text: Any) -> Any:
+        return self.stream.write(printable(text, keep="\n\t") if isinstance(text, str) else text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+MAX_COLUMNS = 10_000  # a wider COLUMNS is taken as this
+
+
+def columns() -> int | None:
+    """The width COLUMNS asks for, or None when it is unset, empty, 0 or not
+    a number in ASCII digits (as Rich ignores such a value)."""
+    raw = os.environ.get("COLUMNS", "").strip()
+    if not (raw.isascii() and raw.isdigit()):
+        return None
+    return min(int(raw[:6]) if len(raw) <= 6 else MAX_COLUMNS, MAX_COLUMNS) or None
+
+
+def _terminal_width() -> int:
+    """COLUMNS, else the terminal's own width, else 80."""
+    try:
+        return columns() or os.get_terminal_size(sys.stdout.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return 80
 
 
 def _console():
     """A terminal console, or for an explicit ``--format table`` into a pipe,
-    a plain one wide enough that nothing wraps or is cut."""
+    a plain one wide enough that nothing wraps or is cut. A reader that goes
+    away mid-table is a BrokenPipeError for the CLI (exit 141), not Rich's exit 1."""
     from rich.console import Console
 
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
     if is_terminal():
-        return Console(highlight=False, force_terminal=True)
-    width = int(os.environ.get("COLUMNS", 0)) or 1000
-    return Console(file=sys.stdout, width=width, highlight=False, color_system=None)
-
-
+        return StdoutConsole(file=sys.stdout, highlight=False, force_terminal=True, width=_terminal_width())
+    return StdoutConsole(file=sys.stdout, width=columns() or 1000, highlight=False, color_system=None)

@@ -38,7 +38,8 @@ def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
         x = x.astype(np.float64)
     peak = np.max(x, axis=axis, keepdims=True)
     peak = np.where(np.isfinite(peak), peak, 0)  # all −inf row: exp(−inf) = 0 below
-    e = np.exp(x - peak)
+    with np.errstate(over="ignore"):  # −1e308 − 1e308 = −inf: its weight is 0, as it should be
+        e = np.exp(x - peak)
     total = np.sum(e, axis=axis, keepdims=True)
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 

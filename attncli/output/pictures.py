@@ -2,22 +2,27 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+from collections.abc import Callable
 from typing import Any
 
-from attncli.errors import file_error
+from attncli.errors import AttnError, file_error
 
 PICTURE_WIDTH = 100  # columns of a picture when no terminal says otherwise
 
 
 def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
-                  title: str = "attn", width: int = PICTURE_WIDTH) -> None:
+                  title: str = "attn", width: int = PICTURE_WIDTH,
+                  write: Callable[[str, str], None] | None = None) -> None:
     """Write the terminal view to ``--svg``/``--html`` files, before stdout gets
     its output, so that a picture error stops the command with nothing printed.
 
     The picture is as wide as the view needs, at most ``width`` columns (the
     CLI passes the terminal's width, ``COLUMNS``, else 100), and keeps its
     colours even under NO_COLOR: it is a file to share, not terminal output.
+    ``write(name, text)`` saves each picture (default ``write_file``).
     """
     if svg is None and html is None:
         return
@@ -30,35 +35,91 @@ def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
                       color_system="truecolor", no_color=False, highlight=False)
     console.width = min(max(console.measure(view).maximum, 20), width)  # no empty margin on the right
     console.print(view)
+    write = write or write_file
     if svg is not None:
-        write_atomically(svg, console.export_svg(title=title, clear=False))
+        write(svg, console.export_svg(title=title, clear=False))
     if html is not None:
         page = console.export_html(clear=False)
-        write_atomically(html, page.replace("<head>", f"<head>\n<title>{html_escape(title)}</title>", 1))
+        write(html, page.replace("<head>", f"<head>\n<title>{html_escape(title)}</title>", 1))
+
+
+def write_file(name: str, text: str) -> None:
+    """Write a picture to ``name``: a regular file (or a new one) whole or not
+    at all (``write_atomically``); anything else that exists (a device such
+    as /dev/null, a FIFO) directly, as it is, never renamed over; a
+    directory is refused."""
+    try:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:  # a new file (or a symlink to one)
+        mode = stat.S_IFREG
+    except OSError as e:
+        raise file_error(name, e, writing=True) from None
+    if stat.S_ISDIR(mode):
+        raise file_error(name, IsADirectoryError())
+    if stat.S_ISREG(mode):
+        write_atomically(name, text)
+    else:
+        write_directly(name, text)
+
+
+def write_directly(name: str, text: str) -> None:
+    """Write to a device or FIFO that exists. A FIFO that nobody reads is an
+    error at once (opening it would otherwise wait for a reader for ever)."""
+    try:
+        fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            raise AttnError("cannot write: no program is reading from this pipe", source=name,
+                            hint="start the reader first") from None
+        raise file_error(name, e, writing=True) from None
+    try:
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as e:
+        raise file_error(name, e, writing=True) from None
 
 
 def write_atomically(name: str, text: str) -> None:
     """Write a file whole or not at all: a temporary file in the same directory,
-    renamed over the target, so an interrupted run leaves no half-written file."""
+    renamed over the target, so an interrupted run leaves no half-written file.
+    A symlink stays a symlink: the file it points to is the one replaced."""
     import tempfile
 
     if os.path.isdir(name):
         raise file_error(name, IsADirectoryError())
-    directory = os.path.dirname(os.path.abspath(name))
+    target = os.path.realpath(name)
+    directory = os.path.dirname(target)
     try:
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(name)}.", suffix=".tmp")
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     except OSError as e:
         raise file_error(name, e, writing=True) from None
+    TEMPORARY.add(temporary)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
         os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, name)
+        os.replace(temporary, target)
     except BaseException as e:
         os.unlink(temporary)
         if isinstance(e, OSError):
             raise file_error(name, e, writing=True) from None
         raise
+    finally:
+        TEMPORARY.discard(temporary)
+
+
+TEMPORARY: set[str] = set()  # temporary files being written, for remove_temporaries
+
+
+def remove_temporaries() -> None:
+    """Remove the temporary files of writes still under way (the CLI calls this
+    when Ctrl-C stops a command inside a long write)."""
+    for temporary in list(TEMPORARY):
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
 
 
 def _umask() -> int:

@@ -13,6 +13,10 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from attncli.output import terminal
+from attncli.output.summary import first_lines, shown_part
+from attncli.text import printable
+
 Label = Union[str, Text, "IfColour"]  # a row or column name, perhaps with a colour swatch
 
 # Viridis, sampled at ten even steps: perceptually even, readable in grey.
@@ -72,8 +76,11 @@ def heatmap(
     """Weights [n_q, n_k] as a table whose cell backgrounds show the weight,
     with the colour scale below it (where colours show); pairs the mask
     forbids (``allowed`` False) show as a dim dash. Wraps into blocks of
-    columns when the keys do not fit the width."""
+    columns when the keys do not fit the width. A big matrix shows its first
+    rows and columns (``summary.shown_part``)."""
     top = float(weights.max()) or 1.0
+    part = shown_part(weights, rows, cols, allowed)
+    weights, rows, cols, allowed = part.values, part.rows, part.cols, part.allowed
     body = [
         (label, [
             Text(f" {fmt(w, precision)} ", style=cell_style(w / top))
@@ -82,7 +89,8 @@ def heatmap(
         ])
         for i, (label, row) in enumerate(zip(rows, weights.tolist(), strict=True))
     ]
-    return _titled(title, Group(ColumnBlocks(cols, body), ColourOnly(legend(top, precision))))
+    return _titled(title, Group(ColumnBlocks(cols, body), ColourOnly(legend(top, precision)),
+                                *([part.note] if part.note else [])))
 
 
 def legend(top: float, precision: int = 3) -> Text:
@@ -103,9 +111,13 @@ def number_table(
     title: str | None = None,
 ) -> RenderableType:
     """A plain matrix of numbers, right-aligned, labelled on both axes; wraps
-    into blocks of columns when it is wider than the terminal."""
-    body = [(label, [fmt(x, precision) for x in row]) for label, row in zip(rows, values.tolist(), strict=True)]
-    return _titled(title, ColumnBlocks(cols, body))
+    into blocks of columns when it is wider than the terminal. A big matrix
+    shows its first rows and columns (``summary.shown_part``)."""
+    part = shown_part(values, rows, cols)
+    body = [(label, [fmt(x, precision) for x in row])
+            for label, row in zip(part.rows, part.values.tolist(), strict=True)]
+    table = ColumnBlocks(part.cols, body)
+    return _titled(title, Group(table, part.note) if part.note else table)
 
 
 def _table(cols: Sequence[Label]) -> Table:
@@ -142,7 +154,8 @@ class ColumnBlocks:
     """
 
     def __init__(self, cols: Sequence[Label], body: Sequence[tuple[Label, Sequence[Label]]]) -> None:
-        self.cols, self.body = list(cols), [(label, list(cells)) for label, cells in body]
+        self.cols = [terminal.label(name) for name in cols]
+        self.body = [(terminal.label(label), list(cells)) for label, cells in body]
 
     def widths(self, console: Console) -> tuple[int, list[int]]:
         """The label column's width and each column's, as this console shows them."""
@@ -252,15 +265,17 @@ def swatched(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | No
     """Row labels with a swatch beside each, when the rows are colours."""
     if colours is None:
         return list(labels)
-    return [IfColour(Text.assemble(swatch(rgb), " ", label), label) for label, rgb in zip(labels, colours, strict=True)]
+    return [IfColour(Text.assemble(swatch(rgb), " ", printable(label)), terminal.label(label))
+            for label, rgb in zip(labels, colours, strict=True)]
 
 
 def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | None) -> list[Label]:
     """Column headers with a swatch under each (as wide as the name), when the columns are colours."""
     if colours is None:
         return list(labels)
-    return [IfColour(Text.assemble(label, "\n", swatch(rgb, max(len(label), 2))), label)
-            for label, rgb in zip(labels, colours, strict=True)]
+    shown = [printable(label) for label in labels]
+    return [IfColour(Text.assemble(name, "\n", swatch(rgb, max(len(name), 2))), terminal.label(label))
+            for name, label, rgb in zip(shown, labels, colours, strict=True)]
 
 
 def bar(x: float, width: int = 20) -> Text:
@@ -288,15 +303,18 @@ def lookup_table(
     table.add_column("", no_wrap=True)
     columns = [] if values is None else (values.col_labels or [f"d{j}" for j in range(values.shape[1])])
     for name in columns:
-        table.add_column(name, justify="right", no_wrap=True)
-    for i, key in enumerate(keys):
+        table.add_column(terminal.label(name), justify="right", no_wrap=True)
+    shown, rest = first_lines(len(keys))
+    for i in shown:
+        key = keys[i]
         cells = [fmt(float(x), precision) for x in values.values[i]] if values is not None else []
-        table.add_row(key, fmt(float(scores[i]), precision), f"{weights[i]:.{precision}f}",
+        table.add_row(terminal.label(key), fmt(float(scores[i]), precision), f"{weights[i]:.{precision}f}",
                       bar(float(weights[i])), *cells)
-    title = Text.assemble(("query ", "bold"), (query, "bold cyan"))
-    parts: list[RenderableType] = [title, table]
+    title = Text.assemble(("query ", "bold"), (printable(query), "bold cyan"))
+    parts: list[RenderableType] = [title, table, *([rest] if rest else [])]
     if output is not None:
         sums = [fmt(float(x), precision) for x in output]
-        total = sums[0] if len(sums) == 1 else ", ".join(f"{n} {x}" for n, x in zip(columns, sums, strict=True))
+        named = [f"{printable(name)} {x}" for name, x in zip(columns, sums, strict=True)]
+        total = sums[0] if len(sums) == 1 else ", ".join(named)
         parts.append(Text.assemble(("weighted sum: ", "bold"), total))
     return Group(*parts)

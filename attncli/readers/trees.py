@@ -4,7 +4,7 @@ guesses, tags or alias bombs, with the line of each problem."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from attncli.errors import AttnError
@@ -19,9 +19,10 @@ from attncli.readers.base import (
     not_finite,
 )
 from attncli.readers.limits import TREE_NODES, check_text
-from attncli.text import parse_number, plural
+from attncli.text import clip, parse_number, plural
 
 MAX_DEPTH = 8  # a bundle of labelled matrices is at most 4 deep
+DEPTH_HINT = f"a matrix needs at most {MAX_DEPTH} levels of lists and mappings"
 SPEC_KEYS = {"rows", "labels", "columns", "divide"}
 
 
@@ -90,13 +91,22 @@ def load_tree(data: bytes, source: str, fmt: str) -> Any:
         return _load_json(text) if fmt == "json" else _load_yaml(text)
     except AttnError as e:
         raise e.located(source) from None
-    except RecursionError:
-        raise AttnError("is nested too deeply to be a matrix", source=source) from None
+    except RecursionError:  # JSON's parser checks its depth and raises this
+        raise AttnError("is nested too deeply to be a matrix", source=source, hint=DEPTH_HINT) from None
+
+
+PYTHON_FLOATS_PAST = 1 << 22  # characters of JSON past which numbers are parsed by Python code
 
 
 def _load_json(text: str) -> Any:
+    """JSON with our own hooks: a 5,000-digit whole number is too large (bad
+    data, not Python's ValueError); a long text parses its decimals through
+    a Python function too (28% slower), because json's C parser holds the
+    interpreter, and with it Ctrl-C, for the whole call otherwise."""
+    floats = _json_float if len(text) > PYTHON_FLOATS_PAST else None
     try:
-        return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant)
+        return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant,
+                          parse_int=_json_int, parse_float=floats)
     except json.JSONDecodeError as e:
         raise AttnError(f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
 
@@ -104,8 +114,10 @@ def _load_json(text: str) -> Any:
 def _load_yaml(text: str) -> Any:
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        _check_depth(yaml.parse(text, Loader=loader))
+        node = yaml.compose(text, Loader=loader)
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
@@ -117,6 +129,25 @@ def _load_yaml(text: str) -> Any:
     return _YamlTree().convert(node, 0)
 
 
+def _check_depth(events: Iterable[Any]) -> None:
+    """Refuse YAML nested deeper than MAX_DEPTH from its parser's events, before
+    it is composed: the C composer recurses once per level and a file nested
+    50,000 deep would crash it. The events come from a parser that keeps its
+    own stack, so counting them is safe at any depth."""
+    import yaml
+
+    depth = 0
+    for event in events:
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                mark = event.start_mark
+                raise AttnError("is nested too deeply to be a matrix", line=mark.line + 1 if mark else None,
+                                hint=DEPTH_HINT)
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def _json_object(pairs: list[tuple[str, Any]]) -> dict:
     result = _Map()
     for key, value in pairs:
@@ -124,6 +155,20 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict:
             raise AttnError(f"duplicate key {key!r}")
         result[key] = value
     return result
+
+
+MAX_DIGITS = 4000  # Python refuses int() of more than 4,300 digits; a float holds 309 at most anyway
+
+
+def _json_int(text: str) -> int:
+    """A JSON whole number, refused past MAX_DIGITS as too large (bad data, not Python's ValueError)."""
+    if len(text) > MAX_DIGITS:
+        raise AttnError(f"{clip(text)} is too large ({len(text.lstrip('-')):,} digits)")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    return float(text)
 
 
 def _json_constant(name: str) -> float:
@@ -161,7 +206,7 @@ class _YamlTree:
             raise AttnError(f"the tag {node.tag} is not allowed", line=line,
                             hint="attn reads plain YAML: numbers, lists and mappings")
         if depth > MAX_DEPTH:
-            raise AttnError("is nested too deeply to be a matrix", line=line)
+            raise AttnError("is nested too deeply to be a matrix", line=line, hint=DEPTH_HINT)
         self.open.add(key)
         size = 1
         if node.id == "scalar":

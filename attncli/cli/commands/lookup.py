@@ -22,6 +22,7 @@ from attncli.cli.options import (
     WordsOption,
     attention_options,
 )
+from attncli.cli.paths import check_outputs, model_files
 from attncli.cli.qkv import describe
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
@@ -84,6 +85,7 @@ def lookup(
     exactly as `attn run`, and the values are blended by those weights.
     Matching is case-insensitive.
     """
+    check_outputs({"--svg": svg, "--html": html}, [dict_file, vectors, words_file, *model_files(model)])
     key_names, value_matrix = _keys_and_values(keys, values, dict_file)
     space = embedding(model, vectors, words_file, [*queries, *key_names])
     q = space.embed(queries)  # [n_q, d]
@@ -181,6 +183,7 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
     from rich.text import Text
 
     from attncli.output.render import lookup_table, stack
+    from attncli.output.summary import SHOWN_TABLES, first_lines
 
     data = {
         "queries": queries,
@@ -203,10 +206,13 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
         f"{space.name} ({f'{space.words:,} words, ' if space.words else ''}dim {space.dim})\n",
         describe(steps, space.dim, options),
     )
-    views = [
-        lookup_table(query, keys, steps.scores[i], steps.weights[i],
-                     None if value_matrix is None else value_matrix,
-                     None if value_matrix is None else steps.output[i], precision=precision)
-        for i, query in enumerate(queries)
-    ]
-    return Result(data, stack(header, *views), matrices)
+
+    def view():  # built only when shown: one table per query, the first SHOWN_TABLES of them
+        shown, rest = first_lines(len(queries), SHOWN_TABLES, "queries")
+        tables = [lookup_table(queries[i], keys, steps.scores[i], steps.weights[i],
+                               None if value_matrix is None else value_matrix,
+                               None if value_matrix is None else steps.output[i], precision=precision)
+                  for i in shown]
+        return stack(header, *tables, rest)
+
+    return Result(data, view, matrices)

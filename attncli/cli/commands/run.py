@@ -15,6 +15,7 @@ from attncli.cli.options import (
     SvgOption,
     attention_options,
 )
+from attncli.cli.paths import check_outputs
 from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
 
 EXAMPLES = """\b
@@ -42,6 +43,7 @@ def run(
     outputs. In a pipe: one JSON object with queries, keys, weights, output and
     scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
     """
+    check_outputs({"--svg": svg, "--html": html}, [*files, attention.mask])
     problem = load_problem(files, attention.mask)
     options = attention.build(problem.mask)
     if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
