@@ -62,16 +62,26 @@ def write_file(name: str, text: str) -> None:
         write_directly(name, text)
 
 
+FIFO_WAIT = 5.0  # seconds a FIFO may take to get a reader (one started alongside attn, as `cat f &`)
+
+
 def write_directly(name: str, text: str) -> None:
-    """Write to a device or FIFO that exists. A FIFO that nobody reads is an
-    error at once (opening it would otherwise wait for a reader for ever)."""
-    try:
-        fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
-    except OSError as e:
-        if e.errno == errno.ENXIO:
-            raise AttnError("cannot write: no program is reading from this pipe", source=name,
-                            hint="start the reader first") from None
-        raise file_error(name, e, writing=True) from None
+    """Write to a device or FIFO that exists. A FIFO waits FIFO_WAIT seconds
+    for a reader, then is an error (opening it blocking would wait for ever)."""
+    import time
+
+    deadline = time.monotonic() + FIFO_WAIT
+    while True:
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise file_error(name, e, writing=True) from None
+            if time.monotonic() > deadline:
+                raise AttnError(f"cannot write: no program read from this pipe within {FIFO_WAIT:g} s",
+                                source=name, hint="start the reader first") from None
+            time.sleep(0.05)
     try:
         os.set_blocking(fd, True)
         with os.fdopen(fd, "w", encoding="utf-8") as f:

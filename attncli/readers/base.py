@@ -4,6 +4,7 @@ so that each format reports problems the same way."""
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 from collections.abc import Iterable
@@ -126,8 +127,8 @@ def read_all(f: BinaryIO, name: str) -> bytes:
     STREAM_BYTES limit, since nothing says how much it holds or that it ends."""
     try:
         regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
-    except (OSError, AttributeError, ValueError):  # not a real file (BytesIO in tests): it ends
-        regular = True
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):  # not a real file: a stream
+        regular = False
     if regular:
         return f.read()
     limit, chunks, size = STREAM_BYTES.value(), [], 0
@@ -135,7 +136,8 @@ def read_all(f: BinaryIO, name: str) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
-            STREAM_BYTES.check(size, name)
+            raise AttnError(f"holds more than {limit:,} bytes, the limit for stdin, a pipe or a device",
+                            source=name, hint=f"save it to a file, or set {STREAM_BYTES.variable} to raise the limit")
     return b"".join(chunks)
 
 
