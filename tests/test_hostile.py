@@ -471,10 +471,13 @@ def test_ctrl_c_stops_long_work_in_c_at_once(tmp_path):
             "main()\n")
     proc = subprocess.Popen([sys.executable, "-c", code, "run", *QKV], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(2.0)  # started, and busy
-    sent = time.monotonic()
-    proc.send_signal(signal.SIGINT)
-    _, stderr = proc.communicate(timeout=30)
+    try:
+        time.sleep(2.0)  # started, and busy
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, stderr = proc.communicate(timeout=30)
+    finally:
+        proc.kill()  # never leave a busy loop behind, whatever happened
     assert proc.returncode == 130 and stderr == ""
     assert time.monotonic() - sent < 3
 

@@ -31,10 +31,15 @@ def check_outputs(outputs: Mapping[str, str | None], inputs: Iterable[str | os.P
     """
     named = {option: os.fspath(path) for option, path in outputs.items() if path is not None}
     read = _identities(inputs)
+    stdin = _stream_file(sys.stdin)  # never written, read or not: `--svg /dev/stdin` would fill our own pipe
+    if stdin is not None:
+        read.setdefault(stdin, source_name(STDIN))
     written: dict[FileId | str, str] = {}
     for option, path in named.items():
         if path == STDIN:
             raise UsageError("a picture needs a file name, not '-'", hint="stdout gets the --format output")
+        if not path.strip():
+            raise UsageError(f"{option} needs a file name, not {path!r}")
         if os.path.isdir(path):
             raise file_error(path, IsADirectoryError())
         folder = os.path.dirname(os.path.abspath(path))

@@ -17,13 +17,16 @@ from rich.measure import Measurement
 from rich.segment import Segment
 from rich.text import Text
 
-from attncli.text import CONTROL, printable
+from attncli.text import CONTROL, clip, printable
+
+LABEL_WIDTH = 80  # characters of a label a table shows: a document used as a row label is cut
 
 
 def label(name: Any) -> Any:
     """A row or column name ready for a table: a string becomes plain Text
-    (no markup) with controls escaped; Rich objects built by attn pass."""
-    return Text(printable(name)) if isinstance(name, str) else name
+    (no markup) with controls escaped, cut at LABEL_WIDTH; Rich objects
+    built by attn pass."""
+    return Text(clip(printable(name), LABEL_WIDTH)) if isinstance(name, str) else name
 
 
 class Escaped:

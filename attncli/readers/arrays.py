@@ -12,6 +12,7 @@ from typing import Any
 
 from attncli.errors import AttnError
 from attncli.readers.base import Bundle, Input, Matrix, Request, checked_labels, first_bad, not_finite
+from attncli.readers.limits import check_fits_in_memory
 
 NPY_MAGIC = b"\x93NUMPY"
 NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive; the second is an empty one
@@ -95,6 +96,7 @@ def _load_npz(data: bytes, source: str) -> dict[str, Any]:
 
     try:
         archive = np.load(io.BytesIO(data), allow_pickle=False)
+        check_fits_in_memory(sum(info.file_size for info in archive.zip.infolist()), source, "its arrays expand to")
         arrays = {name: archive[name] for name in archive.files}
         for name, array in arrays.items():
             if not isinstance(array, np.ndarray):

@@ -80,3 +80,24 @@ def _check_lines(data: bytes, source: str) -> None:
         if end - start > limit:
             LINE.check(end - start, source, line=number)
         start, number = end + 1, number + 1
+
+
+def check_fits_in_memory(size: int, source: str, what: str) -> None:
+    """Refuse to expand an input past the memory this machine has free (an
+    NPZ archive of a few MB can hold gigabytes of zeros): MemoryError comes
+    at once only past all of memory; below that, filling it would swap."""
+    free = memory_available()
+    if free is not None and size > free:
+        raise AttnError(f"{what} {size:,} bytes, more than the {free:,} bytes of memory free", source=source)
+
+
+def memory_available() -> int | None:
+    """Bytes of memory free for a new allocation (Linux's MemAvailable), or None when unknown."""
+    try:
+        with open("/proc/meminfo", "rb") as f:
+            for line in f:
+                if line.startswith(b"MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 from attncli.errors import AttnError, file_error
 from attncli.readers.arrays import NPY_MAGIC
 from attncli.readers.base import read_all
-from attncli.readers.limits import ELEMENTS, LINE
+from attncli.readers.limits import ELEMENTS, LINE, check_fits_in_memory
 from attncli.text import parse_number, plural
 from attncli.vectors.table import SUPPORTED, VECTOR_FORMATS, WordVectors, _finite, _from_npz
 
@@ -406,6 +406,7 @@ def _read_numpy(f: BinaryIO, fmt: str, words_src, want: _Wanted | None, source: 
         if isinstance(loaded, np.ndarray):
             raise AttnError("expected an .npz archive", source=source)
         with loaded as z:
+            check_fits_in_memory(sum(info.file_size for info in z.zip.infolist()), source, "its arrays expand to")
             names = z.files
             if "vectors" not in names:
                 raise AttnError(f"a zip that is not an .npz of word vectors (arrays: {names[:5]})",
