@@ -219,6 +219,10 @@ CATALOGUE = [
      "(attn never writes over its inputs: give the picture another name)"),
     ("picture over stdin", {}, ["softmax", "-", "--svg", "-"], 2,
      "a picture needs a file name, not '-' (stdout gets the --format output)"),
+    ("picture with an empty name", {}, ["softmax", "1", "--html", ""], 2, "--html needs a file name, not ''"),
+    ("picture over a model file", {"config.json": "{}"}, ["trace", "x", "-m", "{d}", "--svg", "{d}/config.json"], 2,
+     "{d}/config.json: --svg names an input of this run "
+     "(attn never writes over its inputs: give the picture another name)"),
     ("two pictures, one file", {}, ["softmax", "1", "--svg", "{d}/x.svg", "--html", "{d}/x.svg"], 2,
      "{d}/x.svg: --svg and --html name the same file (give each picture its own name)"),
     ("picture is a directory", {}, ["self", "{s}/three_spaces.yaml", "--svg", "{d}"], 1,

@@ -51,6 +51,9 @@ SHELL = {
                                "attn: error: <stdout>: cannot write: No space left on device\n", None),
     "NPY on a full disk": ("attn run q.csv k.csv v.csv -f npy --emit weights > /dev/full", 1,
                            "attn: error: <stdout>: cannot write: No space left on device\n", None),
+    "stdout that cannot encode ×": ("PYTHONIOENCODING=ascii attn run q.csv k.csv v.csv -f table", 1,
+                                    "attn: error: <stdout>: cannot write '\\xd7': stdout's encoding is ascii (set "
+                                    "PYTHONIOENCODING=utf-8, or use a UTF-8 locale)\n", None),
     "stdin closed": ("attn run - k.csv v.csv <&-", 1,
                      "attn: error: <stdin>: is closed (pipe the input in, or give a file name)\n", None),
     "stdout closed": ("attn softmax 1 2 >&-", 1, "attn: error: stdout is closed, so the result has nowhere to "
@@ -69,6 +72,9 @@ SHELL = {
         "cp q.csv qs.csv; attn run - k.csv v.csv --svg qs.csv < qs.csv; code=$?; cmp -s qs.csv q.csv || exit 99; "
         "exit $code", 2, "attn: error: qs.csv: --svg names <stdin>, an input of this run "
         "(attn never writes over its inputs: give the picture another name)\n", None),
+    "a picture into the pipe stdin reads": (
+        "echo | attn softmax 1 2 --svg /dev/stdin", 2, "attn: error: /dev/stdin: --svg names <stdin>, an input of "
+        "this run (attn never writes over its inputs: give the picture another name)\n", None),
     "a picture to /dev/stdout": (
         "attn run q.csv k.csv v.csv --svg /dev/stdout -f json > both.txt; code=$?; "
         "grep -q '\"weights\"' both.txt || exit 99; head -c 4 both.txt; exit $code", 0, "", b"<svg"),
@@ -203,6 +209,19 @@ def test_a_picture_through_a_symlink_keeps_the_symlink(attn, inputs):
     result = attn("run", *QKV, "--svg", link)
     assert result.exit_code == 0, result.output
     assert link.is_symlink() and real.read_text().startswith("<svg")
+
+
+def test_an_archive_that_would_not_fit_in_memory_is_refused(attn, tmp_path, monkeypatch):
+    import attncli.readers.limits as limits
+
+    archive = tmp_path / "b.npz"
+    np.savez_compressed(archive, q=np.zeros((100, 100)), k=np.zeros((100, 100)), v=np.zeros((100, 1)))
+    import zipfile
+
+    expanded = sum(info.file_size for info in zipfile.ZipFile(archive).infolist())  # 160,800 bytes and headers
+    monkeypatch.setattr(limits, "memory_available", lambda: 50_000)
+    assert attn.fails("run", archive) == \
+        f"{archive}: its arrays expand to {expanded:,} bytes, more than the 50,000 bytes of memory free"
 
 
 def test_a_new_picture_is_written_whole(attn, inputs):
@@ -360,6 +379,15 @@ def test_a_word_with_controls_is_escaped_in_lookup_and_errors(attn, tmp_path):
     assert "key " in result.stdout and "x[/]y " in result.stdout
     assert attn.fails("lookup", "fruit", "--keys", "pear\x1b[2J", "--vectors", vectors).startswith(
         "unknown word 'pear\\x1b[2J'")
+
+
+def test_a_long_label_is_cut_in_tables_only(attn, tmp_path):
+    long = "word " * 100
+    q = tmp_path / "q.yaml"
+    q.write_text(json.dumps({"q": {long.strip(): [1, 2, 3]}, "k": [[1, 0, 0]], "v": [[1]]}))
+    table = attn("run", q, "-f", "table").stdout
+    assert ("word " * 15).strip()[:60] in table and long.strip() not in table and "…" in table
+    assert attn.json("run", q)["queries"] == [long.strip()]
 
 
 def test_csv_to_a_terminal_is_escaped(attn, tmp_path, monkeypatch):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import IO, Any, cast
 
-from attncli.errors import UsageError, file_error
+from attncli.errors import AttnError, UsageError, file_error
 from attncli.output.writers import WRITERS, Emitted
 from attncli.text import printable
 
@@ -112,9 +112,9 @@ def _write_picture(name: str, text: str) -> None:
 
 @contextmanager
 def writing_stdout() -> Iterator[None]:
-    """Turn a failed write to stdout (a full disk, a closed descriptor) into
-    one line, exit 1; a reader that went away (BrokenPipeError) is left to the
-    CLI, which stops quietly with 141."""
+    """Turn a failed write to stdout (a full disk, a closed descriptor, an
+    encoding without '×') into one line, exit 1; a reader that went away
+    (BrokenPipeError) is left to the CLI, which stops quietly with 141."""
     try:
         yield
     except BrokenPipeError:
@@ -122,6 +122,10 @@ def writing_stdout() -> Iterator[None]:
     except OSError as e:
         silence_stdout()
         raise file_error(STDOUT_NAME, e, writing=True) from None
+    except UnicodeEncodeError as e:
+        silence_stdout()
+        raise AttnError(f"cannot write {e.object[e.start:e.end]!r}: stdout's encoding is {e.encoding}",
+                        source=STDOUT_NAME, hint="set PYTHONIOENCODING=utf-8, or use a UTF-8 locale") from None
 
 
 def silence_stdout() -> None:
