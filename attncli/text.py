@@ -1,7 +1,10 @@
 """Words and numbers in text, the same in every layer (readers, vectors, cli):
-one pluraliser for messages and views, one parser for numbers written as text."""
+one pluraliser for messages and views, one parser for numbers written as text,
+one escaper for text shown on a terminal."""
 
 from __future__ import annotations
+
+import re
 
 
 def noun(n: int, one: str, many: str | None = None) -> str:
@@ -21,3 +24,35 @@ def parse_number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
+
+
+def clip(text: str, width: int = 40) -> str:
+    """``text`` cut to ``width`` characters with an ellipsis, for a message that
+    quotes a word: a 5,000-digit number need not fill the screen."""
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+INDEX = re.compile(r"[+-]?[0-9]{1,18}")  # ASCII digits only: int('²') fails, int('٣') is 3
+
+
+def parse_index(text: str) -> int | None:
+    """A whole number typed as a position ('2', '-1'), or None: ASCII digits
+    only, at most 18 of them (no other script's digits, no 5,000-digit int)."""
+    text = text.strip()
+    return int(text) if INDEX.fullmatch(text) else None
+
+
+# C0 controls, DEL, C1 controls; bidirectional overrides and isolates (they reorder
+# what follows them on screen); the line and paragraph separators.
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` safe to show on a terminal: every control character escaped as
+    Python writes it (ESC as ``\\x1b``, a newline as ``\\n``, U+202E as
+    ``\\u202e``), so that a label, a word or a file name can neither move the
+    cursor, recolour or retitle the terminal, nor break a line. ``keep``: the
+    controls to leave as they are (a newline between the rows of CSV)."""
+    if not CONTROL.search(text):
+        return text
+    return CONTROL.sub(lambda m: m[0] if m[0] in keep else repr(m[0])[1:-1], text)

@@ -35,9 +35,9 @@ class Attn:
         assert result.stderr == ""
         return json.loads(result.stdout)
 
-    def fails(self, *args, code=1, input=None):
+    def fails(self, *args, code=1, input=None, env=None):
         """The one stderr line of a failing run, after checking the exit code."""
-        result = self(*args, input=input)
+        result = self(*args, input=input, env=env)
         assert result.exit_code == code, result.output
         assert result.stdout == ""
         lines = result.stderr.splitlines()

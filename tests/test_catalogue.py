@@ -5,6 +5,9 @@ files it needs, the command, the exit code and the exact one-line message.
 Each row checks: the exit code, nothing on stdout, exactly one line on
 stderr, and that line (after ``attn: error: ``) equal to the message, or
 starting with it when the row's message ends in ``…`` (Click's own wording).
+A row may end with stdin and then the environment variables it sets.
+Mistakes that need real file descriptors or FIFOs (closed or full streams)
+are in tests/test_hostile.py, with their exact messages too.
 """
 
 import io
@@ -292,17 +295,80 @@ CATALOGUE = [
      "model.safetensors and vocab.txt or tokenizer.json)"),
     ("picture to a missing folder", {}, ["run", "{s}/colors.yaml", "--svg", "{d}/no/such/x.svg"], 1,
      "{d}/no/such/x.svg: cannot write: no such directory"),
+    # ---------------------------------------------------------------- hostile inputs and environments
+    ("picture over an input", {"q.csv": "1,2,3\n"}, ["run", "{d}/q.csv", *KV, "--svg", "{d}/q.csv"], 2,
+     "{d}/q.csv: --svg names an input of this run "
+     "(attn never writes over its inputs: give the picture another name)"),
+    ("picture over the dictionary", {"f.yaml": "apple: 1\n"}, ["lookup", "fruit", "--dict", "{d}/f.yaml", "--html",
+     "{d}/./f.yaml"], 2,
+     "{d}/./f.yaml: --html names {d}/f.yaml, an input of this run "
+     "(attn never writes over its inputs: give the picture another name)"),
+    ("picture over stdin", {}, ["softmax", "-", "--svg", "-"], 2,
+     "a picture needs a file name, not '-' (stdout gets the --format output)"),
+    ("picture with an empty name", {}, ["softmax", "1", "--html", ""], 2, "--html needs a file name, not ''"),
+    ("picture over a model file", {"config.json": "{}"}, ["trace", "x", "-m", "{d}", "--svg", "{d}/config.json"], 2,
+     "{d}/config.json: --svg names an input of this run "
+     "(attn never writes over its inputs: give the picture another name)"),
+    ("two pictures, one file", {}, ["softmax", "1", "--svg", "{d}/x.svg", "--html", "{d}/x.svg"], 2,
+     "{d}/x.svg: --svg and --html name the same file (give each picture its own name)"),
+    ("picture is a directory", {}, ["self", "{s}/three_spaces.yaml", "--svg", "{d}"], 1,
+     "{d}: is a directory, expected a file"),
+    ("YAML nested too deeply", {"q.yaml": "- " * 20 + "1\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: is nested too deeply to be a matrix (a matrix needs at most 8 levels of lists and mappings)"),
+    ("JSON nested too deeply", {}, ["run", "-", *KV], 1,
+     "<stdin>: is nested too deeply to be a matrix (a matrix needs at most 8 levels of lists and mappings)",
+     "[" * 100_000 + "]" * 100_000),
+    ("JSON 5,000-digit number", {"q.json": "[[" + "7" * 5000 + ", 1, 1]]"}, ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: " + "7" * 39 + "… is too large (5,000 digits)"),
+    ("stdin word line", {}, ["softmax", "-"], 1, "<stdin>:3: 'e' is not a number", "1 2\n3 4 1e5\ne 6\n"),
+    ("control characters in a file name", {}, ["run", "{d}/no\x1b[2Jpe.csv", *KV], 1,
+     "{d}/no\\x1b[2Jpe.csv: no such file"),
+    ("stdin past the stream limit", {}, ["run", "-", *KV], 1,
+     "<stdin>: holds more than 10 bytes, the limit for stdin, a pipe or a device "
+     "(save it to a file, or set ATTN_MAX_STREAM_BYTES to raise the limit)", "1,2,3\n4,5,6\n",
+     {"ATTN_MAX_STREAM_BYTES": "10"}),
+    ("limit that is not a number", {}, ["run", *QKV], 2,
+     "ATTN_MAX_ELEMENTS='١٠' is not a positive whole number", None, {"ATTN_MAX_ELEMENTS": "١٠"}),
+    ("vectors with an endless line", {"v.txt": "fruit " + "1 " * 60}, ["lookup", "fruit", "--keys", "apple",
+     "--vectors", "{d}/v.txt"], 1,
+     "{d}/v.txt:1: has 101 characters in one line, more than the limit of 100 (set ATTN_MAX_LINE to raise it)",
+     None, {"ATTN_MAX_LINE": "100"}),
+    ("truncated gzip vectors", {"v.gz": b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03KK"},
+     ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.gz"], 1,
+     "{d}/v.gz: is a damaged or truncated gzip file (Compressed file ended before the end-of-stream marker was "
+     "reached)"),
+    ("word2vec header absurd dimension", {"v.txt": "2 99999999999999\nfruit 1\n"},
+     ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"], 1,
+     "{d}/v.txt:1: the header says the vectors have 99,999,999,999,999 dimensions, more than the limit of "
+     "100,000,000 values (a damaged header? set ATTN_MAX_ELEMENTS to raise the limit)"),
+    ("absurd --d-attn", {}, ["self", "{s}/q.csv", "--d-attn", "1" + "0" * 23], 2,
+     "--d-attn 100,000,000,000,000,000,000,000: a random W_Q of 3×100,000,000,000,000,000,000,000 would hold "
+     "300,000,000,000,000,000,000,000 values, more than the limit of 100,000,000 "
+     "(a smaller --d-attn, or set ATTN_MAX_ELEMENTS to raise the limit)"),
+    ("--query in other digits", {}, ["explain", *QKV, "--query", "²"], 2,
+     "--query ²: no such query (Q has row 0; give a number or a label)"),
+    ("config.json layer_norm_eps text", {"config.json": '{"model_type": "bert", "vocab_size": 9, "hidden_size": 4, '
+     '"num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 4, "max_position_embeddings": 8, '
+     '"layer_norm_eps": "small"}'}, ["trace", "the car", "-m", "{d}"], 1,
+     "{d}/config.json: layer_norm_eps must be a positive number, got 'small'"),
+    ("config.json nested too deeply", {"config.json": "[" * 100_000 + "]" * 100_000},
+     ["trace", "the car", "-m", "{d}"], 1, "{d}/config.json: not valid JSON: nested too deeply"),
+    ("max_seq_length not a number", {"config.json": '{"model_type": "bert", "vocab_size": 9, "hidden_size": 4, '
+     '"num_hidden_layers": 1, "num_attention_heads": 1, "intermediate_size": 4, "max_position_embeddings": 8}',
+     "sentence_bert_config.json": '{"max_seq_length": "long"}'}, ["trace", "the car", "-m", "{d}"], 1,
+     "{d}/sentence_bert_config.json: max_seq_length must be a positive whole number, got 'long'"),
 ]
 
 
 @pytest.mark.parametrize("row", CATALOGUE, ids=[row[0] for row in CATALOGUE])
 def test_catalogue(attn, samples, tmp_path, row):
-    _, files, args, code, message, *stdin = row
+    _, files, args, code, message, *rest = row
+    stdin, env = (rest + [None, None])[:2]
     for name, content in files.items():
         path = tmp_path / name
         path.write_bytes(content.encode() if isinstance(content, str) else content)
     fill = {"d": str(tmp_path), "s": str(samples)}
-    line = attn.fails(*(a.format(**fill) for a in args), code=code, input=stdin[0] if stdin else None)
+    line = attn.fails(*(a.format(**fill) for a in args), code=code, input=stdin, env=env)
     expected = message.replace("{d}", fill["d"]).replace("{s}", fill["s"])
     if expected.endswith("…"):
         assert line.startswith(expected[:-1]), line

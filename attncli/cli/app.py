@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 from attncli import __version__
 from attncli.errors import AttnError, CheckFailed
 from attncli.errors import UsageError as AttnUsageError
+from attncli.text import printable
 
 # The one table from error classes to exit codes: the most specific class wins.
 EXIT_CODES: dict[type[AttnError], int] = {
@@ -33,8 +34,14 @@ ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if 
 
 
 def report(message: str) -> None:
-    """The one-line error format: ``attn: error: FILE:LINE: what (hint)``."""
-    sys.stderr.write(f"attn: error: {message}\n")
+    """The one-line error format: ``attn: error: FILE:LINE: what (hint)``, with
+    control characters in names and words escaped (``\\x1b``). Nothing is
+    said when stderr itself is closed or full: the exit code still tells."""
+    try:
+        sys.stderr.write(f"attn: error: {printable(message)}\n")
+        sys.stderr.flush()
+    except (OSError, ValueError, AttributeError):
+        pass
 
 
 def exit_code(error: AttnError) -> int:
@@ -42,23 +49,39 @@ def exit_code(error: AttnError) -> int:
     return next(EXIT_CODES[c] for c in type(error).__mro__ if c in EXIT_CODES)
 
 
+def environment_error(e: BaseException) -> AttnError | None:
+    """The one line for a failure of the machine or the environment rather
+    than of attn (exit 1), or None for a bug. Known places turn these into
+    precise errors; this is the net under every other."""
+    if isinstance(e, OSError):  # a file, a stream, the disk: outside attn
+        where = e.filename if isinstance(e.filename, str) else None
+        return AttnError(e.strerror or str(e) or type(e).__name__, source=where)
+    if isinstance(e, ValueError) and "integer string conversion" in str(e):  # Python's limit on int("1" * 5000)
+        return AttnError("a number has more than 4,300 digits", hint="write it with an exponent, as 1e5000")
+    return None
+
+
 class AttnGroup(TyperGroup):
     """Typer's group, with every failure reduced to one line and an exit code."""
 
     def invoke(self, ctx):  # Click's Context, vendored by Typer or not
+        from attncli.cli.emit import silence_stdout
+        from attncli.cli.worker import on_interrupt, run_interruptibly
+        from attncli.output.pictures import remove_temporaries
+
         try:
-            return super().invoke(ctx)
+            if sys.stdout is None:  # started with stdout closed: `attn run ... >&-`
+                raise AttnError("stdout is closed, so the result has nowhere to go",
+                                hint="redirect it to a file, or to /dev/null")
+            with on_interrupt(remove_temporaries):
+                return run_interruptibly(lambda: super(AttnGroup, self).invoke(ctx))
         except AttnError as e:
             report(str(e))
             raise typer.Exit(exit_code(e)) from None
         except BrokenPipeError:
             # The reader went away (`attn ... | head`): stop quietly, and keep
             # Python from complaining when it flushes stdout at exit.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            try:
-                os.dup2(devnull, sys.stdout.fileno())
-            except (OSError, ValueError):  # not a real file (tests)
-                pass
+            silence_stdout()
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except (ClickException, typer.Exit, typer.Abort):
             raise  # usage errors and exits: main() reports them
@@ -66,6 +89,10 @@ class AttnGroup(TyperGroup):
             report("out of memory (the inputs are too large for this machine)")
             raise typer.Exit(1) from None
         except Exception as e:
+            error = environment_error(e)
+            if error is not None:
+                report(str(error))
+                raise typer.Exit(exit_code(error)) from None
             # A bug: still one line for the user; ATTN_DEBUG=1 shows the traceback.
             if os.environ.get("ATTN_DEBUG"):
                 raise
@@ -157,5 +184,12 @@ _register()
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. Warnings (numpy's RuntimeWarnings above all)
+    never reach the user: stderr holds attn's own lines only. Library code
+    keeps its arithmetic quiet where it is expected (np.errstate), and the
+    tests turn any RuntimeWarning into a failure, so this filter only hides
+    what a test has not met."""
+    import warnings
+
+    warnings.simplefilter("ignore")
     app()

@@ -5,15 +5,18 @@ printed."""
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import IO, Any, cast
 
-from attncli.cli.io import STDIN
-from attncli.errors import UsageError
+from attncli.errors import AttnError, UsageError, file_error
 from attncli.output.writers import WRITERS, Emitted
+from attncli.text import printable
 
 __all__ = ["MATRIX_FORMATS", "Emitted", "Format", "Result", "choose_format", "emit", "is_terminal", "note"]
 
@@ -71,15 +74,15 @@ def emit(
     if not table and not WRITERS[fmt.value].whole and which not in result.matrices:
         raise UsageError(f"--emit {which}: this command writes {' or '.join(result.matrices)}")
     pictures = [path for path in (svg, html, png, pdf) if path is not None]
-    if STDIN in pictures:
-        raise UsageError("a picture needs a file name, not '-'", hint="stdout gets the --format output")
     if png is not None or pdf is not None:
         from attncli.output.figures import require
 
         require("--png" if png is not None else "--pdf")  # before any file is written
     view = None
     if table or svg is not None or html is not None:
-        view = result.view() if callable(result.view) else result.view
+        from attncli.output.terminal import Escaped
+
+        view = Escaped(result.view() if callable(result.view) else result.view)
     maps = (result.maps() if callable(result.maps) else result.maps) if pictures else None
     if png is not None or pdf is not None:
         from attncli.output.figures import save_figures
@@ -90,11 +93,14 @@ def emit(
     if svg is not None or html is not None:
         from attncli.output.pictures import PICTURE_WIDTH, save_pictures
 
-        width = _console().width if is_terminal() else int(os.environ.get("COLUMNS", 0)) or PICTURE_WIDTH
-        for note in save_pictures(view, svg, html, title=title, width=width, maps=maps):
-            sys.stderr.write(f"attn: note: {note}\n")
+        width = _terminal_width() if is_terminal() else columns() or PICTURE_WIDTH
+        for remark in save_pictures(view, svg, html, title=title, width=width, maps=maps, write=_write_picture):
+            sys.stderr.write(f"attn: note: {remark}\n")
     if table:
-        _console().print(view)
+        console = _console()
+        with writing_stdout():
+            console.print(view)
+            sys.stdout.flush()
         return
     writer = WRITERS[fmt.value]
     what = result.data if writer.whole else replace(result.matrices[which], name=which)
@@ -102,20 +108,107 @@ def emit(
         raise UsageError(f"refusing to write binary {writer.name.upper()} to a terminal",
                          hint=f"redirect it: > out.{writer.name}")
     stream = sys.stdout.buffer if writer.binary else sys.stdout
-    writer.write(stream, what)
-    stream.flush()
+    with writing_stdout():
+        writer.write(cast(IO[Any], _Printable(stream)) if is_terminal() else stream, what)
+        stream.flush()
+
+
+STDOUT_NAME = "<stdout>"
+
+
+def _write_picture(name: str, text: str) -> None:
+    """A picture to its file; to stdout itself when the name is stdout's file
+    (``--svg /dev/stdout > out.txt``), so that it is neither renamed over the
+    file stdout writes to nor written at the same place as the output."""
+    from attncli.cli.paths import same_as
+    from attncli.output.pictures import write_file
+
+    if same_as(name, sys.stdout):
+        with writing_stdout():
+            sys.stdout.write(text)
+            sys.stdout.flush()
+    else:
+        write_file(name, text)
+
+
+@contextmanager
+def writing_stdout() -> Iterator[None]:
+    """Turn a failed write to stdout (a full disk, a closed descriptor, an
+    encoding without '×') into one line, exit 1; a reader that went away
+    (BrokenPipeError) is left to the CLI, which stops quietly with 141."""
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        silence_stdout()
+        raise file_error(STDOUT_NAME, e, writing=True) from None
+    except UnicodeEncodeError as e:
+        silence_stdout()
+        raise AttnError(f"cannot write {e.object[e.start:e.end]!r}: stdout's encoding is {e.encoding}",
+                        source=STDOUT_NAME, hint="set PYTHONIOENCODING=utf-8, or use a UTF-8 locale") from None
+
+
+def silence_stdout() -> None:
+    """Point stdout at /dev/null after it failed, so that Python's own flush
+    at exit neither fails again nor prints a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # not a real file (tests), or no stdout at all
+        pass
+
+
+class _Printable:
+    """A text stream to a terminal that escapes control characters (a CSV
+    label holding ESC), keeping the newlines and tabs that lay the data out."""
+
+    def __init__(self, stream: IO[Any]) -> None:
+        self.stream = stream
+
+    def write(self, text: Any) -> Any:
+        return self.stream.write(printable(text, keep="\n\t") if isinstance(text, str) else text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+MAX_COLUMNS = 10_000  # a wider COLUMNS is taken as this
+
+
+def columns() -> int | None:
+    """The width COLUMNS asks for, or None when it is unset, empty, 0 or not
+    a number in ASCII digits (as Rich ignores such a value)."""
+    raw = os.environ.get("COLUMNS", "").strip()
+    if not (raw.isascii() and raw.isdigit()):
+        return None
+    return min(int(raw[:6]) if len(raw) <= 6 else MAX_COLUMNS, MAX_COLUMNS) or None
+
+
+def _terminal_width() -> int:
+    """COLUMNS, else the terminal's own width, else 80."""
+    try:
+        return columns() or os.get_terminal_size(sys.stdout.fileno()).columns or 80
+    except (OSError, ValueError, AttributeError):
+        return 80
 
 
 def _console():
     """A terminal console; for an explicit ``--format table`` into a pipe, a
     plain one wide enough that nothing wraps or is cut, unless FORCE_COLOR asks
     for colours there (``FORCE_COLOR=1 attn … -f table | less -R``, as Rich
-    documents: then as wide as the terminal that stdin or stderr is)."""
+    documents: then as wide as the terminal that stdin or stderr is). A reader
+    that goes away mid-table is a BrokenPipeError for the CLI (exit 141), not
+    Rich's exit 1."""
     from rich.console import Console
 
-    if is_terminal() or os.environ.get("FORCE_COLOR"):
-        return Console(file=sys.stdout, highlight=False, force_terminal=True)
-    width = int(os.environ.get("COLUMNS", 0)) or 1000
-    return Console(file=sys.stdout, width=width, highlight=False, color_system=None)
+    class StdoutConsole(Console):
+        def on_broken_pipe(self) -> None:
+            raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
 
-
+    if is_terminal():
+        return StdoutConsole(file=sys.stdout, highlight=False, force_terminal=True, width=_terminal_width())
+    if os.environ.get("FORCE_COLOR"):
+        return StdoutConsole(file=sys.stdout, highlight=False, force_terminal=True)
+    return StdoutConsole(file=sys.stdout, width=columns() or 1000, highlight=False, color_system=None)

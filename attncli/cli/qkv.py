@@ -380,8 +380,11 @@ def readings(problem: Problem, steps, precision: int, rows=None):
         return None
     queries = problem.query_colours
     blends = mix(steps.weights, keys) if keys is not None else None
+    from attncli.output.summary import first_lines
+
+    shown, rest = first_lines(len(problem.queries))
     lines = []
-    for i in range(len(problem.queries)) if rows is None else rows:
+    for i in shown if rows is None else rows:
         parts: list = []
         if shares:
             parts += [" is ", (percentages(steps.output[i], problem.columns, precision), "bold")]
@@ -389,7 +392,7 @@ def readings(problem: Problem, steps, precision: int, rows=None):
             parts += [";" if shares else "", " its weights mix the key colours into ", to_hex(blends[i])]
         lines.append(with_swatches(parts, problem.queries[i], queries and queries[i],
                                    blends and blends[i]))
-    return Group(*lines)
+    return Group(*lines, *([rest] if rest and rows is None else []))
 
 
 def with_swatches(parts: list[Any], label: str, colour, blend):

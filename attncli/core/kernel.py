@@ -59,9 +59,9 @@ def _attend_rows(p: Problem, rows: slice, key_block: int) -> _Rows:
         elif p.sinks is not None:  # a sink is one more logit of every row: it joins the running max...
             peak = np.maximum(peak, p.sinks)
         ref = np.where(np.isfinite(peak), peak, 0)  # all -inf so far: exp(-inf - 0) = 0
-        e = np.subtract(logits, ref, out=logits)
-        np.exp(e, out=e)
-        with np.errstate(over="ignore", invalid="ignore"):
+        with np.errstate(over="ignore", invalid="ignore"):  # −1e308 − 1e308 = −inf: weight 0, as it should be
+            e = np.subtract(logits, ref, out=logits)
+            np.exp(e, out=e)
             part = e @ p.v[..., cols, :]  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
         part_total = e.sum(axis=-1, keepdims=True)
         if state.acc is None or state.total is None or state.peak is None:

@@ -47,7 +47,8 @@ def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None) -> np
     if sink is not None:
         peak = np.maximum(peak, sink)
     peak = np.where(np.isfinite(peak), peak, 0)  # all −inf row: exp(−inf) = 0 below
-    e = np.exp(x - peak)
+    with np.errstate(over="ignore"):  # −1e308 − 1e308 = −inf: its weight is 0, as it should be
+        e = np.exp(x - peak)
     total = np.sum(e, axis=axis, keepdims=True)
     if sink is not None:
         total = total + np.exp(sink - peak)  # the sink's share of the denominator; it has no value

@@ -108,6 +108,14 @@ def whole_number(config: Mapping[str, Any], key: str, source: str | None,
     return value
 
 
+def positive_number(config: Mapping[str, Any], key: str, source: str | None, default: float) -> float:
+    """A positive finite number from config.json (``default`` when the key is absent)."""
+    value = config.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+        raise AttnError(f"{key} must be a positive number, got {value!r}", source=source)
+    return float(value)
+
+
 def check_heads(d_model: int, n_head: int, source: str | None, d_key: str, n_key: str) -> None:
     """The model width must split into the heads (named as config.json names them)."""
     if d_model % n_head:

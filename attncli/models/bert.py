@@ -30,7 +30,7 @@ from attncli.core.api import attention
 from attncli.core.multihead import merge_heads, split_heads
 from attncli.core.options import AttentionOptions
 from attncli.errors import AttnError
-from attncli.models.base import Family, Tensors, check_heads, whole_number
+from attncli.models.base import Family, Tensors, check_heads, positive_number, whole_number
 from attncli.models.blocks import ACTIVATIONS, Linear, Norm, dense, layer_norm
 
 
@@ -65,7 +65,7 @@ class BertConfig:
             "n_types": whole_number(config, "type_vocab_size", source, default=2),
         }
         activation = config.get("hidden_act", "gelu")
-        if activation not in ACTIVATIONS:
+        if not isinstance(activation, str) or activation not in ACTIVATIONS:
             raise AttnError(f"unsupported activation hidden_act={activation!r}", source=source,
                             hint=f"attn knows {', '.join(sorted(ACTIVATIONS))}")
         embedding = config.get("position_embedding_type", "absolute")
@@ -73,7 +73,7 @@ class BertConfig:
             raise AttnError(f"unsupported position_embedding_type {embedding!r}", source=source,
                             hint="attn runs BERT with absolute position embeddings")
         check_heads(sizes["d_model"], sizes["n_head"], source, "hidden_size", "num_attention_heads")
-        return cls(**sizes, eps=float(config.get("layer_norm_eps", 1e-12)), activation=activation)
+        return cls(**sizes, eps=positive_number(config, "layer_norm_eps", source, default=1e-12), activation=activation)
 
 
 @dataclass(frozen=True)

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attncli.errors import AttnError, UsageError
-from attncli.models.base import Family, ModelConfig, Tensors
+from attncli.errors import AttnError, UsageError, file_error
+from attncli.models.base import Family, ModelConfig, Tensors, whole_number
 from attncli.models.families import family_for
 from attncli.models.pooling import POOLINGS
 
@@ -110,8 +110,13 @@ def _require_extra() -> None:
 def _parse_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise AttnError(f"not valid JSON: {e}", source=str(path)) from None
+    except RecursionError:
+        raise AttnError("not valid JSON: nested too deeply", source=str(path)) from None
+    except ValueError as e:  # not UTF-8, not JSON, a number of more than 4,300 digits
+        problem = "a number has too many digits" if "integer string conversion" in str(e) else str(e).splitlines()[0]
+        raise AttnError(f"not valid JSON: {problem}", source=str(path)) from None
+    except OSError as e:
+        raise file_error(str(path), e) from None
 
 
 def _read_json(path: Path, required: bool = False) -> dict:
@@ -167,9 +172,11 @@ def read_tokenizer(folder: Path) -> Any:
             from tokenizers.implementations import BertWordPieceTokenizer
 
             settings = _read_json(folder / "tokenizer_config.json")
-            tokenizer = BertWordPieceTokenizer(
-                str(folder / "vocab.txt"), lowercase=settings.get("do_lower_case", True),
-            )._tokenizer
+            lowercase = settings.get("do_lower_case", True)
+            if not isinstance(lowercase, bool):
+                raise AttnError(f"do_lower_case must be true or false, got {lowercase!r}",
+                                source=str(folder / "tokenizer_config.json"))
+            tokenizer = BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=lowercase)._tokenizer
         else:
             raise AttnError("no tokenizer: neither tokenizer.json nor vocab.txt", source=str(folder))
     except Exception as e:  # tokenizers raises plain Exception for bad files
@@ -201,13 +208,25 @@ def _read_modules(folder: Path) -> list:
     return data if isinstance(data, list) else []
 
 
+def read_files(folder: Path) -> list[Path]:
+    """Every file of a model folder that ``load_model`` may read."""
+    names = ["config.json", "sentence_bert_config.json", "modules.json", "model.safetensors",
+             "tokenizer.json", "vocab.txt", "tokenizer_config.json"]
+    pooling = [str(m.get("path") or "") for m in _read_modules(folder) if isinstance(m, dict)]
+    return [folder / name for name in names] + [folder / path / "config.json" for path in ["1_Pooling", *pooling]
+                                                if path]
+
+
 def load_model(name: str | os.PathLike[str] | None = None) -> Model:
     """Find and read a model of a registered family: a folder, a cached name, or $ATTN_MODEL."""
     _require_extra()
     folder = find_model(None if name is None else str(name))
     family, config = read_config(folder)
     st_config = _read_json(folder / "sentence_bert_config.json")
-    max_tokens = min(int(st_config.get("max_seq_length") or config.n_positions), config.n_positions)
+    max_tokens = config.n_positions
+    if st_config.get("max_seq_length") is not None:
+        longest = whole_number(st_config, "max_seq_length", str(folder / "sentence_bert_config.json"))
+        max_tokens = min(longest, max_tokens)
     pooling, normalise = read_pooling(folder)
     return Model(name=str(name or folder), path=folder, family=family, config=config,
                  params=read_params(folder, family, config), tokenizer=read_tokenizer(folder),

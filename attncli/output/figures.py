@@ -143,7 +143,7 @@ def save_figures(maps: AttentionMaps, png: str | None, pdf: str | None, title: s
         return
     import io
 
-    from attncli.output.pictures import write_atomically
+    from attncli.output.pictures import write_file
 
     require("--png" if png is not None else "--pdf")
     fig = figure(maps, maps.title or title)
@@ -152,4 +152,4 @@ def save_figures(maps: AttentionMaps, png: str | None, pdf: str | None, title: s
             buffer = io.BytesIO()
             fig.savefig(buffer, format=kind, dpi=DPI, metadata={"Title": maps.title or title} if kind == "pdf"
                         else None)
-            write_atomically(path, buffer.getvalue())
+            write_file(path, buffer.getvalue())

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from attncli.errors import file_error
+from attncli.errors import AttnError, file_error
 
 if TYPE_CHECKING:
     from attncli.output.maps import AttentionMaps
@@ -50,7 +53,8 @@ HTML_TERMINAL = '<pre style="color:{foreground};background-color:{background}"><
 
 
 def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
-                  title: str = "attn", width: int = PICTURE_WIDTH, maps: AttentionMaps | None = None) -> list[str]:
+                  title: str = "attn", width: int = PICTURE_WIDTH, maps: AttentionMaps | None = None,
+                  write: Callable[[str, str], None] | None = None) -> list[str]:
     """Write the terminal view to ``--svg``/``--html`` files, before stdout gets
     its output, so that a picture error stops the command with nothing printed.
 
@@ -61,6 +65,7 @@ def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
     With ``maps`` (attention between tokens), the HTML page is the head view
     (output/headview.py) with the terminal view below it, and the SVG starts
     with the head view of the heads shown when there are at most a few.
+    ``write(name, text)`` saves each picture (default ``write_file``).
     Returns the remarks for the user (a head view left out, and why).
     """
     notes: list[str] = []
@@ -82,9 +87,10 @@ def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
                       color_system="truecolor", no_color=False, highlight=False)
     console.width = min(max(console.measure(view).maximum, 20), width)  # no empty margin on the right
     console.print(view)
+    write = write or write_file
     if svg is not None:
         terminal = console.export_svg(title=title, clear=False, code_format=SVG_FORMAT)
-        write_atomically(svg, terminal if maps is None else with_head_view(terminal, maps, title))
+        write(svg, terminal if maps is None else with_head_view(terminal, maps, title))
     if html is not None:
         if maps is None:
             page = console.export_html(clear=False)
@@ -96,8 +102,56 @@ def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
 
             terminal = console.export_html(clear=False, inline_styles=True, code_format=HTML_TERMINAL)
             page = head_view_page(maps, title, terminal)
-        write_atomically(html, page)
+        write(html, page)
     return notes
+
+
+def write_file(name: str, text: str | bytes) -> None:
+    """Write a picture to ``name``: a regular file (or a new one) whole or not
+    at all (``write_atomically``); anything else that exists (a device such
+    as /dev/null, a FIFO) directly, as it is, never renamed over; a
+    directory is refused."""
+    try:
+        mode = os.stat(name).st_mode
+    except FileNotFoundError:  # a new file (or a symlink to one)
+        mode = stat.S_IFREG
+    except OSError as e:
+        raise file_error(name, e, writing=True) from None
+    if stat.S_ISDIR(mode):
+        raise file_error(name, IsADirectoryError())
+    if stat.S_ISREG(mode):
+        write_atomically(name, text)
+    else:
+        write_directly(name, text)
+
+
+FIFO_WAIT = 5.0  # seconds a FIFO may take to get a reader (one started alongside attn, as `cat f &`)
+
+
+def write_directly(name: str, text: str | bytes) -> None:
+    """Write to a device or FIFO that exists. A FIFO waits FIFO_WAIT seconds
+    for a reader, then is an error (opening it blocking would wait for ever)."""
+    import time
+
+    deadline = time.monotonic() + FIFO_WAIT
+    while True:
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise file_error(name, e, writing=True) from None
+            if time.monotonic() > deadline:
+                raise AttnError(f"cannot write: no program read from this pipe within {FIFO_WAIT:g} s",
+                                source=name, hint="start the reader first") from None
+            time.sleep(0.05)
+    try:
+        os.set_blocking(fd, True)
+        data = text.encode("utf-8") if isinstance(text, str) else text
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise file_error(name, e, writing=True) from None
 
 
 def with_head_view(terminal: str, maps: AttentionMaps, title: str) -> str:
@@ -127,16 +181,19 @@ def with_head_view(terminal: str, maps: AttentionMaps, title: str) -> str:
 
 def write_atomically(name: str, text: str | bytes) -> None:
     """Write a file whole or not at all: a temporary file in the same directory,
-    renamed over the target, so an interrupted run leaves no half-written file."""
+    renamed over the target, so an interrupted run leaves no half-written file.
+    A symlink stays a symlink: the file it points to is the one replaced."""
     import tempfile
 
     if os.path.isdir(name):
         raise file_error(name, IsADirectoryError())
-    directory = os.path.dirname(os.path.abspath(name))
+    target = os.path.realpath(name)
+    directory = os.path.dirname(target)
     try:
-        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(name)}.", suffix=".tmp")
+        fd, temporary = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(target)}.", suffix=".tmp")
     except OSError as e:
         raise file_error(name, e, writing=True) from None
+    TEMPORARY.add(temporary)
     try:
         if isinstance(text, bytes):
             with os.fdopen(fd, "wb") as binary:
@@ -145,12 +202,27 @@ def write_atomically(name: str, text: str | bytes) -> None:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(text)
         os.chmod(temporary, 0o666 & ~_umask())
-        os.replace(temporary, name)
+        os.replace(temporary, target)
     except BaseException as e:
         os.unlink(temporary)
         if isinstance(e, OSError):
             raise file_error(name, e, writing=True) from None
         raise
+    finally:
+        TEMPORARY.discard(temporary)
+
+
+TEMPORARY: set[str] = set()  # temporary files being written, for remove_temporaries
+
+
+def remove_temporaries() -> None:
+    """Remove the temporary files of writes still under way (the CLI calls this
+    when Ctrl-C stops a command inside a long write)."""
+    for temporary in list(TEMPORARY):
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
 
 
 def _umask() -> int:

@@ -13,6 +13,10 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from attncli.output import terminal
+from attncli.output.summary import first_lines, shown_part
+from attncli.text import printable
+
 if TYPE_CHECKING:
     from attncli.output.heatmap import ViewStyle
     from attncli.output.palette import HeatCell
@@ -65,9 +69,13 @@ def number_table(
     title: str | None = None,
 ) -> RenderableType:
     """A plain matrix of numbers, right-aligned, labelled on both axes; wraps
-    into blocks of columns when it is wider than the terminal."""
-    body = [(label, [fmt(x, precision) for x in row]) for label, row in zip(rows, values.tolist(), strict=True)]
-    return _titled(title, ColumnBlocks(cols, body))
+    into blocks of columns when it is wider than the terminal. A big matrix
+    shows its first rows and columns (``summary.shown_part``)."""
+    part = shown_part(values, rows, cols)
+    body = [(label, [fmt(x, precision) for x in row])
+            for label, row in zip(part.rows, part.values.tolist(), strict=True)]
+    table = ColumnBlocks(part.cols, body)
+    return _titled(title, Group(table, part.note) if part.note else table)
 
 
 def _table(cols: Sequence[Label]) -> Table:
@@ -106,7 +114,8 @@ class ColumnBlocks:
     """
 
     def __init__(self, cols: Sequence[Label], body: Sequence[tuple[Label, Sequence[Label]]]) -> None:
-        self.cols, self.body = list(cols), [(label, list(cells)) for label, cells in body]
+        self.cols = [terminal.label(name) for name in cols]
+        self.body = [(terminal.label(label), list(cells)) for label, cells in body]
 
     def resolved(self, console: Console, width: int | None = None) -> ColumnBlocks:
         """The table as this console shows it (swatches and colours chosen), its
@@ -128,16 +137,16 @@ class ColumnBlocks:
         cells = [max([_width(cells[j], console) for _, cells in self.body] + [1]) for j in range(len(self.cols))]
         if len(widths) > 1 and label + sum(w + 3 for w in widths) > width:
             room = max(max(cells, default=1), 10)
-            plain = [j for j, c in enumerate(self.cols) if isinstance(c, str) and len(c) > room]
-            for j, short in zip(plain, abbreviate([str(self.cols[j]) for j in plain], room), strict=True):
-                self.cols[j] = short
+            plain = [j for j, c in enumerate(self.cols) if _plain(c) is not None and len(str(_plain(c))) > room]
+            for j, short in zip(plain, abbreviate([str(_plain(self.cols[j])) for j in plain], room), strict=True):
+                self.cols[j] = Text(short)
             label, widths = self.widths(console)
         budget = max(4, min(max(8, width // 3), width - max(widths, default=0) - 4))
         if label > budget:
-            plain = [i for i, (row, _) in enumerate(self.body) if isinstance(row, str)]
-            shorts = abbreviate([str(self.body[i][0]) for i in plain], budget)
+            plain = [i for i, (row, _) in enumerate(self.body) if _plain(row) is not None]
+            shorts = abbreviate([str(_plain(self.body[i][0])) for i in plain], budget)
             for i, short in zip(plain, shorts, strict=True):
-                self.body[i] = (short, self.body[i][1])
+                self.body[i] = (Text(short), self.body[i][1])
 
     def widths(self, console: Console) -> tuple[int, list[int]]:
         """The label column's width and each column's, as this console shows them."""
@@ -200,6 +209,16 @@ def _chosen(cell: Label, console: Console) -> Label:
     return choose(console) if choose is not None else cell
 
 
+def _plain(label: Any) -> str | None:
+    """The text of a plain label (a string, or Text without styles), which may be
+    shortened; None for a label with a swatch or styles."""
+    if isinstance(label, str):
+        return label
+    if isinstance(label, Text) and not label.spans and not label.style:
+        return label.plain
+    return None
+
+
 def _width(cell: Label, console: Console) -> int:
     """Cells a label or number takes on screen (the widest line of a multi-line header)."""
     cell = _chosen(cell, console)
@@ -258,15 +277,17 @@ def swatched(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | No
     """Row labels with a swatch beside each, when the rows are colours."""
     if colours is None:
         return list(labels)
-    return [IfColour(Text.assemble(swatch(rgb), " ", label), label) for label, rgb in zip(labels, colours, strict=True)]
+    return [IfColour(Text.assemble(swatch(rgb), " ", printable(label)), terminal.label(label))
+            for label, rgb in zip(labels, colours, strict=True)]
 
 
 def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | None) -> list[Label]:
     """Column headers with a swatch under each (as wide as the name), when the columns are colours."""
     if colours is None:
         return list(labels)
-    return [IfColour(Text.assemble(label, "\n", swatch(rgb, max(len(label), 2))), label)
-            for label, rgb in zip(labels, colours, strict=True)]
+    shown = [printable(label) for label in labels]
+    return [IfColour(Text.assemble(name, "\n", swatch(rgb, max(len(name), 2))), terminal.label(label))
+            for name, label, rgb in zip(shown, labels, colours, strict=True)]
 
 
 def bar(x: float, width: int = 20) -> Text:
@@ -297,15 +318,18 @@ def lookup_table(
     table.add_column("", no_wrap=True)
     columns = [] if values is None else (values.col_labels or [f"d{j}" for j in range(values.shape[1])])
     for name in columns:
-        table.add_column(name, justify="right", no_wrap=True)
-    for i, key in enumerate(keys):
+        table.add_column(terminal.label(name), justify="right", no_wrap=True)
+    shown, rest = first_lines(len(keys))
+    for i in shown:
+        key = keys[i]
         cells = [fmt(float(x), precision) for x in values.values[i]] if values is not None else []
-        table.add_row(key, fmt(float(scores[i]), precision), f"{weights[i]:.{precision}f}",
+        table.add_row(terminal.label(key), fmt(float(scores[i]), precision), f"{weights[i]:.{precision}f}",
                       bar(float(weights[i])), *cells)
-    title = Text.assemble(("query ", "bold"), (query, "bold cyan"))
-    parts: list[RenderableType] = [title, table]
+    title = Text.assemble(("query ", "bold"), (printable(query), "bold cyan"))
+    parts: list[RenderableType] = [title, table, *([rest] if rest else [])]
     if output is not None:
         sums = [fmt(float(x), precision) for x in output]
-        total = sums[0] if len(sums) == 1 else ", ".join(f"{n} {x}" for n, x in zip(columns, sums, strict=True))
+        named = [f"{printable(name)} {x}" for name, x in zip(columns, sums, strict=True)]
+        total = sums[0] if len(sums) == 1 else ", ".join(named)
         parts.append(Text.assemble(("weighted sum: ", "bold"), total))
     return Group(*parts)

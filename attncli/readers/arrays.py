@@ -15,6 +15,7 @@ from typing import Any
 
 from attncli.errors import AttnError
 from attncli.readers.base import Bundle, Input, Matrix, Request, checked_labels, first_bad, not_finite
+from attncli.readers.limits import check_fits_in_memory
 
 NPY_MAGIC = b"\x93NUMPY"
 NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive; the second is an empty one
@@ -101,6 +102,7 @@ def _load_npz(data: bytes, source: str) -> dict[str, Any]:
         archive = np.load(io.BytesIO(data), allow_pickle=False)
         if any(name.endswith("data.pkl") for name in archive.files):
             raise pytorch_file(source)
+        check_fits_in_memory(sum(info.file_size for info in archive.zip.infolist()), source, "its arrays expand to")
         arrays = {name: archive[name] for name in archive.files}
         for name, array in arrays.items():
             if not isinstance(array, np.ndarray):

@@ -4,12 +4,15 @@ so that each format reports problems the same way."""
 
 from __future__ import annotations
 
+import io
 import os
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 from attncli.errors import AttnError, file_error
+from attncli.readers.limits import STREAM_BYTES
 
 
 @dataclass
@@ -101,12 +104,12 @@ class Input:
         return base[base.rfind(".") :].lower() if "." in base else ""
 
     def data(self) -> bytes:
-        """The whole input, read on first use."""
+        """The whole input, read on first use (a pipe or device once, see ``read_all``)."""
         if self._data is None:
             assert self.path is not None
             try:
                 with open(self.path, "rb") as f:
-                    self._data = f.read()
+                    self._data = read_all(f, self.name)
             except OSError as e:
                 raise file_error(self.name, e) from None
         return self._data
@@ -115,6 +118,29 @@ class Input:
     def mappable(self) -> bool:
         """Can it be memory-mapped rather than read: a regular file not read yet?"""
         return self.path is not None and self._data is None and os.path.isfile(self.path)
+
+
+STREAM_CHUNK = 1 << 24  # bytes read from a pipe at a time
+
+
+def read_all(f: BinaryIO, name: str) -> bytes:
+    """Every byte of an open binary file. A regular file is read in one go; a
+    pipe, a FIFO or a device (stdin, ``<(…)``, /dev/zero) in chunks, up to the
+    STREAM_BYTES limit, since nothing says how much it holds or that it ends."""
+    try:
+        regular = stat.S_ISREG(os.fstat(f.fileno()).st_mode)
+    except (OSError, AttributeError, ValueError, io.UnsupportedOperation):  # not a real file: a stream
+        regular = False
+    if regular:
+        return f.read()
+    limit, chunks, size = STREAM_BYTES.value(), [], 0
+    while chunk := f.read(min(STREAM_CHUNK, limit + 1 - size)):
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            raise AttnError(f"holds more than {limit:,} bytes, the limit for stdin, a pipe or a device",
+                            source=name, hint=f"save it to a file, or set {STREAM_BYTES.variable} to raise the limit")
+    return b"".join(chunks)
 
 
 @dataclass(frozen=True)

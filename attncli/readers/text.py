@@ -93,10 +93,8 @@ def read_delimited_fast(data: bytes, fmt: str, mask: bool) -> Matrix | None:
     quotes, a header it cannot vouch for, lone carriage returns, or anything
     loadtxt itself refuses. So both paths give the same arrays and errors.
     """
-    import io
     import warnings
 
-    import numpy as np
 
     sep = b"," if fmt == "csv" else b"\t"
     if fmt not in ("csv", "tsv") or (fmt == "tsv" and b"," in data):
@@ -117,13 +115,39 @@ def read_delimited_fast(data: bytes, fmt: str, mask: bool) -> Matrix | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # loadtxt only warns on input with no rows
-            values = np.loadtxt(io.BytesIO(data), delimiter=sep.decode(), comments=None, ndmin=2,
-                                dtype=np.float64, encoding="ascii")
+            values = _loadtxt_in_chunks(data, sep.decode())
     except ValueError:
         return None
     if values.size == 0 or col_labels is not None and len(col_labels) != values.shape[1] or first_bad(values, mask):
         return None
     return Matrix(values, None, col_labels)
+
+
+PARSE_CHUNK = 1 << 23  # bytes of text parsed at a time (about 0.2 s)
+CELLS_PER_BLOCK = 1 << 18  # strings converted to numbers at a time (about 0.2 s)
+
+
+def _loadtxt_in_chunks(data: bytes, sep: str) -> Any:
+    """``np.loadtxt`` of the data, a chunk of whole lines at a time: numpy's
+    parser holds the interpreter for a whole call, so one call on a 600 MB
+    file would hold Ctrl-C back for seconds. Rows of different lengths in
+    different chunks are a ValueError, as loadtxt raises within one."""
+    import io
+
+    import numpy as np
+
+    blocks, start = [], 0
+    while start < len(data):
+        end = data.find(b"\n", start + PARSE_CHUNK)
+        end = len(data) if end < 0 else end + 1
+        block = np.loadtxt(io.BytesIO(data[start:end]), delimiter=sep, comments=None, ndmin=2,
+                           dtype=np.float64, encoding="ascii")
+        if block.size:
+            blocks.append(block)
+        start = end
+    if len({block.shape[1] for block in blocks}) > 1:
+        raise ValueError("rows of different lengths")
+    return np.concatenate(blocks) if len(blocks) > 1 else blocks[0] if blocks else np.zeros((0, 0))
 
 
 def _header(line: bytes, fmt: str) -> list[str] | None:
@@ -165,8 +189,10 @@ def _cells_to_array(body: list[list[str]], rows: list[tuple[int, list[str]]], la
     """Strings -> float64 array; on failure, find the first bad cell's line and column."""
     import numpy as np
 
+    step = max(1, CELLS_PER_BLOCK // max(1, len(body[0])))  # rows converted at a time: Ctrl-C is honoured between
     try:
-        return np.array(body, dtype=np.float64).reshape(len(body), -1)
+        blocks = [np.array(body[i : i + step], dtype=np.float64) for i in range(0, len(body), step)]
+        return np.concatenate(blocks).reshape(len(body), -1)
     except ValueError:
         pass
     for (n, _), cells in zip(rows, body, strict=True):

@@ -4,7 +4,8 @@ guesses, tags or alias bombs, with the line of each problem."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from attncli.errors import AttnError
@@ -19,9 +20,10 @@ from attncli.readers.base import (
     not_finite,
 )
 from attncli.readers.limits import TREE_NODES, check_text
-from attncli.text import parse_number, plural
+from attncli.text import clip, parse_number, plural
 
 MAX_DEPTH = 8  # a bundle of labelled matrices is at most 4 deep
+DEPTH_HINT = f"a matrix needs at most {MAX_DEPTH} levels of lists and mappings"
 SPEC_KEYS = {"rows", "labels", "columns", "divide"}
 
 
@@ -90,13 +92,22 @@ def load_tree(data: bytes, source: str, fmt: str) -> Any:
         return _load_json(text) if fmt == "json" else _load_yaml(text)
     except AttnError as e:
         raise e.located(source) from None
-    except RecursionError:
-        raise AttnError("is nested too deeply to be a matrix", source=source) from None
+    except RecursionError:  # JSON's parser checks its depth and raises this
+        raise AttnError("is nested too deeply to be a matrix", source=source, hint=DEPTH_HINT) from None
+
+
+PYTHON_FLOATS_PAST = 1 << 22  # characters of JSON past which numbers are parsed by Python code
 
 
 def _load_json(text: str) -> Any:
+    """JSON with our own hooks: a 5,000-digit whole number is too large (bad
+    data, not Python's ValueError); a long text parses its decimals through
+    a Python function too (28% slower), because json's C parser holds the
+    interpreter, and with it Ctrl-C, for the whole call otherwise."""
+    floats = _json_float if len(text) > PYTHON_FLOATS_PAST else None
     try:
-        return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant)
+        return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant,
+                          parse_int=_json_int, parse_float=floats)
     except json.JSONDecodeError as e:
         raise AttnError(f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
 
@@ -104,17 +115,18 @@ def _load_json(text: str) -> Any:
 def _load_yaml(text: str) -> Any:
     import yaml
 
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        node = yaml.compose(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        tree = _YamlTree().build(yaml.parse(text, Loader=loader))
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         if mark is None:
             raise AttnError(f"invalid YAML: {problem}") from None
         raise AttnError(f"invalid YAML: {problem} (column {mark.column + 1})", line=mark.line + 1) from None
-    if node is None:
+    if tree is None:
         raise AttnError("the file is empty", hint="expected rows of numbers")
-    return _YamlTree().convert(node, 0)
+    return tree
 
 
 def _json_object(pairs: list[tuple[str, Any]]) -> dict:
@@ -126,16 +138,37 @@ def _json_object(pairs: list[tuple[str, Any]]) -> dict:
     return result
 
 
+MAX_DIGITS = 4000  # Python refuses int() of more than 4,300 digits; a float holds 309 at most anyway
+
+
+def _json_int(text: str) -> int:
+    """A JSON whole number, refused past MAX_DIGITS as too large (bad data, not Python's ValueError)."""
+    if len(text) > MAX_DIGITS:
+        raise AttnError(f"{clip(text)} is too large ({len(text.lstrip('-')):,} digits)")
+    return int(text)
+
+
+def _json_float(text: str) -> float:
+    return float(text)
+
+
 def _json_constant(name: str) -> float:
     raise AttnError(f"{name} is not a finite number")
 
 
 class _YamlTree:
-    """YAML nodes -> _Seq/_Map/Scalar, refusing tags, cycles and alias bombs.
+    """YAML parser events -> _Seq/_Map/Scalar, refusing tags, cycles, deep
+    nesting and alias bombs.
 
-    An alias reuses its anchor's node, so a tiny file can describe a huge tree;
-    sizes are counted per distinct node and refused past the TREE_NODES limit
-    before anything is expanded.
+    The tree is built here from the parser's events, with a stack of the
+    collections still open, rather than by PyYAML's composer: its C version
+    recurses once per level (a file nested 50,000 deep crashed it) and holds
+    the interpreter, and with it Ctrl-C, for the whole file. So depth is
+    checked as each node opens, and Ctrl-C is honoured between events.
+
+    An alias reuses its anchor's result, so a tiny file can describe a huge
+    tree; sizes are counted per distinct node and refused past the
+    TREE_NODES limit before anything is expanded.
     """
 
     SAFE_TAGS = {
@@ -143,54 +176,107 @@ class _YamlTree:
     }
 
     def __init__(self) -> None:
-        self.done: dict[int, tuple[Any, int]] = {}
-        self.open: set[int] = set()
+        from yaml.resolver import Resolver
+
+        self.resolver = Resolver()  # the implicit tags (int, float, bool, null...) of untagged nodes
+        self.anchors: dict[str, tuple[Any, int]] = {}  # anchor -> (its result, its size)
         self.limit = TREE_NODES.value()
 
-    def convert(self, node: Any, depth: int) -> Any:
-        return self._convert(node, depth)[0]
+    def build(self, events: Iterable[Any]) -> Any:
+        """The tree of the one document in ``events`` (None for an empty stream)."""
+        import yaml
 
-    def _convert(self, node: Any, depth: int) -> tuple[Any, int]:
-        key = id(node)
-        if key in self.done:
-            return self.done[key]
-        line = node.start_mark.line + 1
-        if key in self.open:
-            raise AttnError("a YAML alias refers to itself", line=line)
-        if node.tag not in self.SAFE_TAGS:
-            raise AttnError(f"the tag {node.tag} is not allowed", line=line,
+        stack: list[_Open] = []  # the collections still open, outermost first
+        documents: list[Any] = []
+        for event in events:
+            line = event.start_mark.line + 1 if event.start_mark else None
+            if isinstance(event, yaml.DocumentStartEvent):
+                if documents:
+                    column = event.start_mark.column + 1 if event.start_mark else 1
+                    raise AttnError(f"invalid YAML: but found another document (column {column})", line=line)
+                documents.append(None)
+            elif isinstance(event, yaml.AliasEvent):
+                if event.anchor not in self.anchors:
+                    if any(o.anchor == event.anchor for o in stack):
+                        raise AttnError("a YAML alias refers to itself", line=line)
+                    column = event.start_mark.column + 1 if event.start_mark else 1
+                    raise AttnError(f"invalid YAML: found undefined alias (column {column})", line=line)
+                self._add(stack, documents, *self.anchors[event.anchor], line)
+            elif isinstance(event, yaml.ScalarEvent):
+                key = bool(stack) and stack[-1].wants_key
+                tag = self._tag(event, yaml.ScalarNode, event.value, line, check=not key, depth=len(stack))
+                scalar = Scalar(event.value, line or 0, not event.style, tag)
+                if event.anchor:
+                    self.anchors[event.anchor] = (scalar, 1)
+                self._add(stack, documents, scalar, 1, line)
+            elif isinstance(event, yaml.CollectionStartEvent):
+                if stack and stack[-1].wants_key:
+                    raise AttnError("a mapping key must be a plain name", line=line)
+                sequence = isinstance(event, yaml.SequenceStartEvent)
+                self._tag(event, yaml.SequenceNode if sequence else yaml.MappingNode, None, line, check=True,
+                          depth=len(stack))
+                container: Any = _Seq() if sequence else _Map()
+                container.line = line
+                stack.append(_Open(container, event.anchor))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                done = stack.pop()
+                if done.size > self.limit:
+                    raise AttnError(f"expands to more than {self.limit:,} elements", line=done.value.line,
+                                    hint=f"YAML aliases repeat whole subtrees; write the numbers out, "
+                                         f"or set {TREE_NODES.variable} to raise the limit")
+                if done.anchor:
+                    self.anchors[done.anchor] = (done.value, done.size)
+                self._add(stack, documents, done.value, done.size, done.value.line)
+        return documents[0] if documents else None
+
+    def _tag(self, event: Any, kind: Any, value: Any, line: int | None, check: bool, depth: int) -> str:
+        """The node's tag (resolved when implicit), refused unless plain; its depth checked."""
+        tag = event.tag
+        if tag is None or tag == "!":
+            implicit = getattr(event, "implicit", None)
+            tag = self.resolver.resolve(kind, value, implicit if isinstance(implicit, tuple) else (implicit, False))
+        if check and tag not in self.SAFE_TAGS:
+            raise AttnError(f"the tag {tag} is not allowed", line=line,
                             hint="attn reads plain YAML: numbers, lists and mappings")
-        if depth > MAX_DEPTH:
-            raise AttnError("is nested too deeply to be a matrix", line=line)
-        self.open.add(key)
-        size = 1
-        if node.id == "scalar":
-            result: Any = Scalar(node.value, line, not node.style, node.tag)
-        elif node.id == "sequence":
-            result = _Seq()
-            for child in node.value:
-                item, n = self._convert(child, depth + 1)
-                result.append(item)
-                size += n
+        if check and depth > MAX_DEPTH:
+            raise AttnError("is nested too deeply to be a matrix", line=line, hint=DEPTH_HINT)
+        return tag
+
+    @staticmethod
+    def _add(stack: list[_Open], documents: list[Any], value: Any, size: int, line: int | None) -> None:
+        """Put a finished node into the collection open around it (or make it the document)."""
+        if not stack:
+            documents[-1:] = [value]
+            return
+        parent = stack[-1]
+        if isinstance(parent.value, _Seq):
+            parent.value.append(value)
+            parent.size += size
+        elif parent.wants_key:
+            if not isinstance(value, Scalar):
+                raise AttnError("a mapping key must be a plain name", line=line)
+            if value.text in parent.value:
+                raise AttnError(f"duplicate key {value.text!r}", line=line)
+            parent.key, parent.wants_key = value.text, False
         else:
-            result = _Map()
-            for key_node, value_node in node.value:
-                if key_node.id != "scalar":
-                    raise AttnError("a mapping key must be a plain name", line=key_node.start_mark.line + 1)
-                name = key_node.value
-                if name in result:
-                    raise AttnError(f"duplicate key {name!r}", line=key_node.start_mark.line + 1)
-                result[name], n = self._convert(value_node, depth + 1)
-                size += n
-        if isinstance(result, (_Seq, _Map)):
-            result.line = line
-        if size > self.limit:
-            raise AttnError(f"expands to more than {self.limit:,} elements", line=line,
-                            hint=f"YAML aliases repeat whole subtrees; write the numbers out, "
-                                 f"or set {TREE_NODES.variable} to raise the limit")
-        self.open.discard(key)
-        self.done[key] = (result, size)
-        return result, size
+            parent.value[parent.key] = value
+            parent.size += size
+            parent.wants_key = True
+
+
+@dataclass
+class _Open:
+    """A collection being built: its value, its anchor, its size so far, and
+    for a mapping whether the next node is a key (or the value of ``key``)."""
+
+    value: Any  # _Seq or _Map
+    anchor: str | None
+    size: int = 1
+    key: str = ""
+    wants_key: bool = True
+
+    def __post_init__(self) -> None:
+        self.wants_key = isinstance(self.value, _Map)
 
 
 def matrix_from_tree(tree: Any, source: str, where: str, mask: bool) -> Matrix:

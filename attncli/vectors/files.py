@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO
 
 from attncli.errors import AttnError, file_error
 from attncli.readers.arrays import NPY_MAGIC
+from attncli.readers.base import read_all
+from attncli.readers.limits import ELEMENTS, LINE, check_fits_in_memory
 from attncli.text import parse_number, plural
 from attncli.vectors.table import SUPPORTED, VECTOR_FORMATS, WordVectors, _finite, _from_npz
 
@@ -66,10 +68,15 @@ def read_vectors(
         head = f.peek(4096)[:4096]
         if head[:2] == b"\x1f\x8b":
             import gzip
+            import zlib
 
-            with gzip.GzipFile(fileobj=f) as g:
-                return read_vectors(io.BufferedReader(g), format=format, words=words, wanted=wanted,
-                                    name=src_name)
+            try:
+                with gzip.GzipFile(fileobj=f) as g:
+                    return read_vectors(io.BufferedReader(g), format=format, words=words, wanted=wanted,
+                                        name=src_name)
+            except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+                detail = (str(e).splitlines() or [""])[0] or type(e).__name__
+                raise AttnError(f"is a damaged or truncated gzip file ({detail})", source=src_name) from None
         if not head:
             raise AttnError("empty file, no word vectors", source=src_name,
                             hint=f"expected {SUPPORTED}")
@@ -150,8 +157,8 @@ def word2vec_header(line: bytes | str) -> tuple[int, int] | None:
     """(N, DIM) from the first line of a word2vec file, ``N DIM`` (two whole
     numbers in ASCII digits), or None when the line is not such a header."""
     fields = line.split()
-    if len(fields) != 2 or not all(f.isascii() and f.isdigit() for f in fields):
-        return None
+    if len(fields) != 2 or not all(f.isascii() and f.isdigit() and len(f) <= 18 for f in fields):
+        return None  # (19 digits and more: no count of words, and int() refuses 4,300)
     return int(fields[0]), int(fields[1])
 
 
@@ -164,6 +171,10 @@ def _checked_header(line: bytes | str, source: str, found: str | None = None) ->
         raise AttnError(f"expected a word2vec header 'N DIM'{shown}", source=source, line=1)
     if header[1] == 0:
         raise AttnError("the header says the vectors have 0 dimensions", source=source, line=1)
+    if header[1] > ELEMENTS.value():
+        raise AttnError(f"the header says the vectors have {header[1]:,} dimensions, more than the limit of "
+                        f"{ELEMENTS.value():,} values", source=source, line=1,
+                        hint=f"a damaged header? set {ELEMENTS.variable} to raise the limit")
     return header
 
 
@@ -199,8 +210,11 @@ def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> Word
     dim: int | None = None
     declared: int | None = None
     lineno = entries = 0
-    for raw in f:
+    longest = LINE.value()
+    while raw := f.readline(longest + 1):  # a line at most this long: /dev/zero has no newline
         lineno += 1
+        if len(raw) > longest and not raw.endswith(b"\n"):
+            LINE.check(len(raw), source, line=lineno)
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError:
@@ -382,7 +396,7 @@ def _read_word(f, entry: int, source: str) -> bytes | None:
 def _read_numpy(f: BinaryIO, fmt: str, words_src, want: _Wanted | None, source: str) -> WordVectors:
     import numpy as np
 
-    data = f if f.seekable() else io.BytesIO(f.read())  # np.load needs seek
+    data = f if f.seekable() else io.BytesIO(read_all(f, source))  # np.load needs seek
     try:
         loaded = np.load(data, allow_pickle=False)
     except Exception as e:  # numpy raises ValueError/OSError/zipfile errors for broken files
@@ -392,6 +406,7 @@ def _read_numpy(f: BinaryIO, fmt: str, words_src, want: _Wanted | None, source: 
         if isinstance(loaded, np.ndarray):
             raise AttnError("expected an .npz archive", source=source)
         with loaded as z:
+            check_fits_in_memory(sum(info.file_size for info in z.zip.infolist()), source, "its arrays expand to")
             names = z.files
             if "vectors" not in names:
                 raise AttnError(f"a zip that is not an .npz of word vectors (arrays: {names[:5]})",
@@ -422,7 +437,7 @@ def _read_words(src) -> list[str]:
     """A words file: one word per line (trailing newline optional)."""
     name = _name_of(src)
     with _open_binary(src) as f:
-        raw = f.read()
+        raw = read_all(f, name)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -25,10 +25,11 @@ from attncli.cli.options import (
     SvgOption,
     attention_options,
 )
+from attncli.cli.paths import check_outputs
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
-from attncli.text import plural
+from attncli.text import clip, parse_index, plural
 
 if TYPE_CHECKING:
     from attncli.core.options import AttentionOptions
@@ -78,6 +79,8 @@ def explain(
     as 'attn run'; for tensors, one (batch, head) is explained. In a pipe:
     JSON with scores, scaled, logits, weights, output.
     """
+    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
+                  [*files, *attention.files()])
     problem = load_problem(files, attention, layout)
     options = problem.options()
     steps = compute(problem, options)
@@ -94,10 +97,11 @@ def pick_query(problem: Problem, query: str | None) -> int:
         return 0
     if query in labels:
         return labels.index(query)
-    if query.strip().isdigit() and int(query) < len(labels):
-        return int(query)
+    row = parse_index(query)
+    if row is not None and 0 <= row < len(labels) and query.strip()[:1] != "-":
+        return row
     rows = "row 0" if len(labels) == 1 else f"rows 0 to {len(labels) - 1}"
-    raise UsageError(f"--query {query}: no such query", hint=f"Q has {rows}; give a number or a label")
+    raise UsageError(f"--query {clip(query)}: no such query", hint=f"Q has {rows}; give a number or a label")
 
 
 def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int,

@@ -22,6 +22,7 @@ from attncli.cli.options import (
     WordsOption,
     attention_options,
 )
+from attncli.cli.paths import check_outputs, model_files
 from attncli.cli.qkv import describe
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.cli.words import word_vectors
@@ -87,6 +88,8 @@ def lookup(
     exactly as `attn run`, and the values are blended by those weights.
     Matching is case-insensitive.
     """
+    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
+                  [dict_file, vectors, words_file, *model_files(model)])
     key_names, value_matrix = _keys_and_values(keys, values, dict_file)
     space = embedding(model, vectors, words_file, [*queries, *key_names])
     q = space.embed(queries)  # [n_q, d]
@@ -184,6 +187,7 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
     from rich.text import Text
 
     from attncli.output.render import lookup_table, stack
+    from attncli.output.summary import SHOWN_TABLES, first_lines
 
     data = {
         "queries": queries,
@@ -206,13 +210,16 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
         f"{space.name} ({f'{space.words:,} words, ' if space.words else ''}dim {space.dim})\n",
         describe(steps, space.dim, options),
     )
-    views = [
-        lookup_table(query, keys, steps.scores[i], steps.weights[i],
-                     None if value_matrix is None else value_matrix,
-                     None if value_matrix is None else steps.output[i], precision=precision)
-        for i, query in enumerate(queries)
-    ]
+
+    def view():  # built only when shown: one table per query, the first SHOWN_TABLES of them
+        shown, rest = first_lines(len(queries), SHOWN_TABLES, "queries")
+        tables = [lookup_table(queries[i], keys, steps.scores[i], steps.weights[i],
+                               None if value_matrix is None else value_matrix,
+                               None if value_matrix is None else steps.output[i], precision=precision)
+                  for i in shown]
+        return stack(header, *tables, rest)
+
     from attncli.output.maps import AttentionMaps
 
     maps = AttentionMaps.single(steps.weights, list(queries), list(keys), title=f"lookup in {space.name}")
-    return Result(data, stack(header, *views), matrices, maps)
+    return Result(data, view, matrices, maps)

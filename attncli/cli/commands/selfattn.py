@@ -31,6 +31,7 @@ from attncli.cli.options import (
     WordsOption,
     attention_options,
 )
+from attncli.cli.paths import check_outputs
 from attncli.cli.qkv import describe
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.cli.words import word_vectors
@@ -156,9 +157,12 @@ def self_attention(
     if head is not None and head >= heads:
         raise UsageError(f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
                          hint=f"heads are numbered from 0 to {heads - 1}")
+    weight_files = {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo}
+    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
+                  [*(s for s in (source, context) if s is not None and is_file_name(s)), *weight_files.values(),
+                   *attention.files(), vectors, words_file])
     problem = load_self_problem(
-        source, context, {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo},
-        attention.mask, (vectors, words_file), columns,
+        source, context, weight_files, attention.mask, (vectors, words_file), columns,
     )
     options = attention.build(problem.mask)
     steps, random = compute_self(problem, options, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out)
@@ -297,6 +301,7 @@ def compute_self(problem: SelfProblem, options: AttentionOptions, *, heads: int,
     drawn = {}
     for i, name in enumerate(RANDOM):
         if problem.given(name) is None:
+            _check_size(name, *shapes[name])
             drawn[name] = random_projection(seed, i, *shapes[name])
     w = {name: drawn.get(name, problem.given(name)) for name in RANDOM}
     steps = multi_head_attention_steps(
@@ -307,6 +312,17 @@ def compute_self(problem: SelfProblem, options: AttentionOptions, *, heads: int,
         n_head=heads, options=options,
     )
     return steps, [WEIGHTS[name] for name in drawn]
+
+
+def _check_size(name: str, rows: int, cols: int) -> None:
+    """A random projection as large as --d-attn/--d-out ask, within the limit on values."""
+    from attncli.readers.limits import ELEMENTS
+
+    if rows * cols > ELEMENTS.value():
+        option = "--d-out" if name == "wv" else "--d-attn"
+        raise UsageError(f"{option} {cols:,}: a random {WEIGHTS[name]} of {rows:,}×{cols:,} would hold "
+                         f"{rows * cols:,} values, more than the limit of {ELEMENTS.value():,}",
+                         hint=f"a smaller {option}, or set {ELEMENTS.variable} to raise the limit")
 
 
 def _width(option: str, value: int | None, problem: SelfProblem, names: tuple, default: int) -> int:
@@ -398,6 +414,7 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     from rich.text import Text
 
     from attncli.output.render import heatmap, number_table, stack
+    from attncli.output.summary import SHOWN_TABLES, first_lines
 
     n_head = dims["heads"]
     kind = "self-attention" if problem.z is None else "cross-attention"
@@ -413,12 +430,16 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
                            f"X {problem.x.shape[0]}×{dims['d_in']}{z_part} → output "
                            f"{steps.output.shape[0]}×{dims['d_out']}\n", " · ".join(details))
     parts: list = [header]
-    shown = range(n_head) if settings["head"] is None else [settings["head"]]
+    shown, more_heads = first_lines(n_head, SHOWN_TABLES, "heads (--head N shows one)")
+    if settings["head"] is not None:
+        shown, more_heads = range(settings["head"], settings["head"] + 1), None
     for h in shown:
         title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, each row sums to 1"
         parts.append(heatmap(steps.weights[h], problem.queries, problem.keys, precision=precision,
                              title=title, allowed=None if allowed is None else allowed[h],
                              style=settings["style"]))
+    if more_heads is not None:
+        parts.append(more_heads)
     if "wo" in problem.weights:
         how = "concat(heads) · W_O" + (" + b_o" if "bo" in problem.weights else "")
     else:

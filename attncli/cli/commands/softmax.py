@@ -9,10 +9,11 @@ import typer
 
 from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.helptext import AttnCommand
-from attncli.cli.io import STDIN
+from attncli.cli.io import STDIN, STDIN_NAME, read_stdin
 from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
+from attncli.cli.paths import check_outputs
 from attncli.errors import AttnError, UsageError
-from attncli.text import parse_number
+from attncli.text import clip, parse_number
 
 EXAMPLES = """\b
 Examples:
@@ -83,6 +84,7 @@ def softmax(
     changes nothing but keeps e^x from overflowing). On a terminal: a table of
     each step. In a pipe: JSON {"input": [...], "temperature": T, "weights": [...]}.
     """
+    check_outputs({"--svg": svg, "--html": html}, [STDIN] if numbers == [STDIN] else [])
     x = read_numbers(numbers or [])
     result = softmax_result(x, temperature, precision)
     emit(result, fmt, svg=svg, html=html, title="attn softmax")
@@ -90,8 +92,6 @@ def softmax(
 
 def read_numbers(words: list[str]):
     """The numbers from the command line, or from stdin for a lone '-'."""
-    import sys
-
     import numpy as np
 
     if not words:
@@ -99,34 +99,34 @@ def read_numbers(words: list[str]):
     if STDIN in words:
         if words != [STDIN]:
             raise UsageError("give numbers or '-' (stdin), not both")
-        text = sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")
-        values = [_number(w, "<stdin>", text) for w in SEPARATORS.split(text.strip()) if w]
+        text = read_stdin().decode("utf-8-sig", errors="replace")
+        values = [_number(w, STDIN_NAME, n) for n, line in enumerate(text.split("\n"), 1)
+                  for w in SEPARATORS.split(line.strip()) if w]
         if not values:
-            raise AttnError("no numbers", source="<stdin>",
+            raise AttnError("no numbers", source=STDIN_NAME,
                             hint="expected numbers separated by spaces or commas")
     else:
-        values = [_number(w, None, None) for arg in words for w in SEPARATORS.split(arg.strip()) if w]
+        values = [_number(w) for arg in words for w in SEPARATORS.split(arg.strip()) if w]
         if not values:
             raise UsageError("no numbers given", hint="attn softmax 4.0 -1.0 2.1")
     return np.array(values, dtype=np.float64)
 
 
-def _number(word: str, source: str | None, text: str | None) -> float:
+def _number(word: str, source: str | None = None, line: int | None = None) -> float:
     """One number; NaN and +inf are refused (-inf is fine: it gets weight 0).
     An argument is a usage error (exit 2), stdin is bad data (exit 1, with its line)."""
     import math
 
     value = parse_number(word)
     if value is None:
-        problem: str | None = f"{word!r} is not a number"
+        problem: str | None = f"{clip(word)!r} is not a number"
     else:
-        problem = None if not (math.isnan(value) or value == math.inf) else f"{word} is not allowed"
+        problem = None if not (math.isnan(value) or value == math.inf) else f"{clip(word)} is not allowed"
     if problem is None:
         return value  # type: ignore[return-value]
     hint = "-inf is fine, it gets weight 0; NaN and +inf are not" if value is not None else None
     if source is None:
         raise UsageError(problem, hint=hint)
-    line = text[: text.find(word)].count("\n") + 1 if text else None
     raise AttnError(problem, source=source, line=line, hint=hint)
 
 
@@ -141,10 +141,14 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     from attncli.output.render import ColumnBlocks, fmt, short, stack
 
     check_positive("temperature", temperature)
-    scaled = x / temperature
-    weights = softmax(scaled)
+    largest = float(x.max())
+    with np.errstate(over="ignore"):  # a tiny temperature: x/T may overflow; (x − max)/T only to −inf
+        scaled = x / temperature  # [n], shown
+        # x/T − max(x/T) = (x − max x)/T: the same numbers, without inf − inf when x/T overflows
+        shifted = (x - largest) / temperature if np.isfinite(largest) else scaled
+    weights = softmax(shifted)
+    exps = np.exp(shifted) if np.isfinite(largest) else np.zeros_like(scaled)
     peak = float(scaled.max())
-    exps = np.exp(scaled - peak) if np.isfinite(peak) else np.zeros_like(scaled)
     total = float(exps.sum())
     top = float(weights.max()) or 1.0
     var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"  # what softmax is taken of

@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attncli.cli.emit import Emitted, Format, Result, emit
-from attncli.cli.io import read_bytes
+from attncli.cli.io import STDIN, read_bytes
 from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption
+from attncli.cli.paths import check_outputs, model_files
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
+from attncli.text import clip, parse_index
 
 if TYPE_CHECKING:
     from attncli.models import Model, Trace
@@ -87,7 +89,9 @@ def trace(
     from attncli.models import load_model
     from attncli.models import trace as run_trace
 
-    text = read_bytes(text).decode("utf-8", errors="replace").strip() if text == "-" else text
+    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
+                  [text if text == STDIN else None, *model_files(model)])
+    text = read_bytes(text).decode("utf-8", errors="replace").strip() if text == STDIN else text
     if fmt is not None and fmt.value in ("csv", "tsv") and not (layers and heads and len(layers) == len(heads) == 1):
         raise UsageError(f"{fmt.value} writes one matrix", hint="pick one --layer and one --head, or use json or npy")
     loaded = load_model(model)
@@ -154,10 +158,11 @@ def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int
         for i in shown:
             if tokens[i].lower() == target:
                 return i
-    if word.lstrip("-").isdigit() and -len(tokens) <= int(word) < len(tokens) and int(word) % len(tokens) in shown:
-        return int(word) % len(tokens)
+    position = parse_index(word)
+    if position is not None and -len(tokens) <= position < len(tokens) and position % len(tokens) in shown:
+        return position % len(tokens)
     listed = " ".join(tokens[i] for i in shown[:24]) + (" …" if len(shown) > 24 else "")
-    raise UsageError(f"--query {word!r} is not a token of the text", hint=f"its tokens: {listed}")
+    raise UsageError(f"--query {clip(word)!r} is not a token of the text", hint=f"its tokens: {listed}")
 
 
 def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int, style=None) -> Result:
