@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 from attncli import __version__
 from attncli.errors import AttnError
 from attncli.errors import UsageError as AttnUsageError
-from attncli.text import printable
+from attncli.text import clip, printable
 
 # The one table from error classes to exit codes: the most specific class wins.
 EXIT_CODES: dict[type[AttnError], int] = {
@@ -32,12 +32,19 @@ UsageError: type[Exception] = typer.BadParameter.__mro__[1]
 ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
+LONGEST_WORD = 200  # characters of one word an error line quotes (a 5,000-digit --heads is cut)
+
+
 def report(message: str) -> None:
     """The one-line error format: ``attn: error: FILE:LINE: what (hint)``, with
-    control characters in names and words escaped (``\\x1b``). Nothing is
-    said when stderr itself is closed or full: the exit code still tells."""
+    control characters in names and words escaped (``\\x1b``) and absurdly
+    long words cut. Nothing is said when stderr itself is closed or full: the
+    exit code still tells."""
+    import re
+
+    line = re.sub(rf"\S{{{LONGEST_WORD},}}", lambda word: clip(word[0], 60), printable(message))
     try:
-        sys.stderr.write(f"attn: error: {printable(message)}\n")
+        sys.stderr.write(f"attn: error: {line}\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):
         pass
