@@ -14,7 +14,7 @@ import typer
 from typer.core import TyperGroup
 
 from attncli import __version__
-from attncli.errors import AttnError
+from attncli.errors import AttnError, file_error
 from attncli.errors import UsageError as AttnUsageError
 from attncli.text import clip, printable
 
@@ -124,6 +124,15 @@ class AttnGroup(TyperGroup):
                 code = e.exit_code
         except typer.Abort:
             code = 130
+        except OSError as e:  # Click's own output failed: `attn --help > /dev/full`, `attn --version | true`
+            from attncli.cli.emit import STDOUT_NAME, silence_stdout
+
+            silence_stdout()
+            if isinstance(e, BrokenPipeError):
+                code = EXIT_BROKEN_PIPE
+            else:
+                report(str(file_error(STDOUT_NAME, e, writing=True)))
+                code = 1
         if standalone_mode:
             sys.exit(code)
         return code
