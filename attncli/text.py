@@ -43,8 +43,9 @@ def parse_index(text: str) -> int | None:
 
 
 # C0 controls, DEL, C1 controls; bidirectional overrides and isolates (they reorder
-# what follows them on screen); the line and paragraph separators.
-CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+# what follows them on screen); the line and paragraph separators; lone surrogates
+# (a file name's bytes that are not UTF-8, as Python keeps them: \udcff for \xff).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
 
 
 def printable(text: str, keep: str = "") -> str:
@@ -55,4 +56,11 @@ def printable(text: str, keep: str = "") -> str:
     controls to leave as they are (a newline between the rows of CSV)."""
     if not CONTROL.search(text):
         return text
-    return CONTROL.sub(lambda m: m[0] if m[0] in keep else repr(m[0])[1:-1], text)
+    return CONTROL.sub(lambda m: m[0] if m[0] in keep else _escaped(m[0]), text)
+
+
+def _escaped(char: str) -> str:
+    """'\\x1b' for ESC; '\\xff' for the byte a file name's \\udcff stands for."""
+    if "\udc80" <= char <= "\udcff":
+        return f"\\x{ord(char) - 0xDC00:02x}"
+    return repr(char)[1:-1]

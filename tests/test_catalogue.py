@@ -323,6 +323,7 @@ CATALOGUE = [
     ("stdin word line", {}, ["softmax", "-"], 1, "<stdin>:3: 'e' is not a number", "1 2\n3 4 1e5\ne 6\n"),
     ("control characters in a file name", {}, ["run", "{d}/no\x1b[2Jpe.csv", *KV], 1,
      "{d}/no\\x1b[2Jpe.csv: no such file"),
+    ("a file name that is not UTF-8", {}, ["run", "{d}/\udcff.csv", *KV], 1, "{d}/\\xff.csv: no such file"),
     ("stdin past the stream limit", {}, ["run", "-", *KV], 1,
      "<stdin>: holds more than 10 bytes, the limit for stdin, a pipe or a device "
      "(save it to a file, or set ATTN_MAX_STREAM_BYTES to raise the limit)", "1,2,3\n4,5,6\n",

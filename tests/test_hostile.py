@@ -54,6 +54,12 @@ SHELL = {
     "stdout that cannot encode ×": ("PYTHONIOENCODING=ascii attn run q.csv k.csv v.csv -f table", 1,
                                     "attn: error: <stdout>: cannot write '\\xd7': stdout's encoding is ascii (set "
                                     "PYTHONIOENCODING=utf-8, or use a UTF-8 locale)\n", None),
+    "help on a full disk": ("attn --help > /dev/full", 1,
+                            "attn: error: <stdout>: cannot write: No space left on device\n", None),
+    "the version on a full disk": ("attn --version > /dev/full", 1,
+                                   "attn: error: <stdout>: cannot write: No space left on device\n", None),
+    "a command's help on a full disk": ("attn run --help > /dev/full", 1,
+                                        "attn: error: No space left on device\n", None),
     "stdin closed": ("attn run - k.csv v.csv <&-", 1,
                      "attn: error: <stdin>: is closed (pipe the input in, or give a file name)\n", None),
     "stdout closed": ("attn softmax 1 2 >&-", 1, "attn: error: stdout is closed, so the result has nowhere to "
@@ -450,6 +456,14 @@ def test_many_heads_show_the_first_twelve(attn):
     assert result.exit_code == 0, result.output
     assert "head 11 of 25" in result.stdout and "head 12 of 25" not in result.stdout
     assert "… and 13 more heads (--head N shows one)" in result.stdout
+
+
+def test_many_numbers_to_softmax_show_the_first(attn):
+    numbers = " ".join(str(i % 7) for i in range(5000))
+    result = attn("softmax", "-", "-f", "table", input=numbers)
+    assert result.exit_code == 0, result.output
+    assert "… and 4,950 more (all of it: --format json, or csv/tsv/npy with --emit)" in result.stdout
+    assert len(attn.json("softmax", "-", input=numbers)["weights"]) == 5000
 
 
 def test_small_tables_are_whole(attn):

@@ -14,9 +14,9 @@ import typer
 from typer.core import TyperGroup
 
 from attncli import __version__
-from attncli.errors import AttnError, CheckFailed
+from attncli.errors import AttnError, CheckFailed, file_error
 from attncli.errors import UsageError as AttnUsageError
-from attncli.text import printable
+from attncli.text import clip, printable
 
 # The one table from error classes to exit codes: the most specific class wins.
 EXIT_CODES: dict[type[AttnError], int] = {
@@ -33,12 +33,19 @@ UsageError: type[Exception] = typer.BadParameter.__mro__[1]
 ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
+LONGEST_WORD = 200  # characters of one word an error line quotes (a 5,000-digit --heads is cut)
+
+
 def report(message: str) -> None:
     """The one-line error format: ``attn: error: FILE:LINE: what (hint)``, with
-    control characters in names and words escaped (``\\x1b``). Nothing is
-    said when stderr itself is closed or full: the exit code still tells."""
+    control characters in names and words escaped (``\\x1b``) and absurdly
+    long words cut. Nothing is said when stderr itself is closed or full: the
+    exit code still tells."""
+    import re
+
+    line = re.sub(rf"\S{{{LONGEST_WORD},}}", lambda word: clip(word[0], 60), printable(message))
     try:
-        sys.stderr.write(f"attn: error: {printable(message)}\n")
+        sys.stderr.write(f"attn: error: {line}\n")
         sys.stderr.flush()
     except (OSError, ValueError, AttributeError):
         pass
@@ -126,6 +133,15 @@ class AttnGroup(TyperGroup):
                 code = e.exit_code
         except typer.Abort:
             code = 130
+        except OSError as e:  # Click's own output failed: `attn --help > /dev/full`, `attn --version | true`
+            from attncli.cli.emit import STDOUT_NAME, silence_stdout
+
+            silence_stdout()
+            if isinstance(e, BrokenPipeError):
+                code = EXIT_BROKEN_PIPE
+            else:
+                report(str(file_error(STDOUT_NAME, e, writing=True)))
+                code = 1
         if standalone_mode:
             sys.exit(code)
         return code

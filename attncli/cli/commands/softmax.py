@@ -139,6 +139,7 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     from attncli.core.reference import softmax
     from attncli.output.palette import HeatCell
     from attncli.output.render import ColumnBlocks, fmt, short, stack
+    from attncli.output.summary import first_lines
 
     check_positive("temperature", temperature)
     largest = float(x.max())
@@ -155,7 +156,9 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     exp = f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}"  # this input's e^(x − max)
     heads = ["x"] + ([var] if temperature != 1 else []) + [exp, "weight"]
     body = []
-    for i, w in enumerate(weights.tolist()):
+    shown, rest = first_lines(len(x))  # a table of 200,000 numbers is not read, and takes a minute to draw
+    for i in shown:
+        w = float(weights[i])
         cells: list[str | HeatCell] = [fmt(x[i], precision)]
         cells += [fmt(scaled[i], precision)] if temperature != 1 else []
         cells += [fmt(exps[i], precision), HeatCell(fmt(w, precision), w / top)]
@@ -169,7 +172,7 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     )
     total_line = Text(f"Σ {exp} = {fmt(total, precision)}; the weights sum to "
                       f"{fmt(float(weights.sum()), precision)}.")
-    view = stack(note, ColumnBlocks(heads, body), total_line)
+    view = stack(note, ColumnBlocks(heads, body), rest, total_line)
     data = {"input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf
             "temperature": temperature, "weights": weights}
     return Result(data, view, {"output": Emitted(weights[None, :])})
