@@ -19,6 +19,12 @@ def npy(array) -> bytes:
     return buffer.getvalue()
 
 
+def npz(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
 BOMB = "\n".join(["a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [
     f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join(['*' + chr(96 + i)] * 10)}]" for i in range(1, 10)])
 QKV = ["{s}/q.csv", "{s}/k.csv", "{s}/v.csv"]
@@ -34,7 +40,19 @@ CATALOGUE = [
      "{d}/q.csv: the file is empty (expected rows of numbers)"),
     ("empty stdin", {}, ["run", "-", *KV], 1, "<stdin>: the file is empty (expected rows of numbers)"),
     ("not UTF-8", {"q.csv": b"1,2,3\n\xff\xfe\n"}, ["run", "{d}/q.csv", *KV], 1,
-     "{d}/q.csv:2: is not UTF-8 text (a binary file? NPY files start with \\x93NUMPY)"),
+     "{d}/q.csv:2: is not UTF-8 text: it looks like Windows-1252 (Latin-1) text "
+     "(save it as UTF-8, in Excel as CSV UTF-8, or convert it: iconv -f WINDOWS-1252 -t UTF-8)"),
+    ("UTF-16 without a BOM", {"q.csv": "1,2,3\n".encode("utf-16-le")}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is UTF-16 text without a byte-order mark (save it as UTF-8, or convert it: "
+     "iconv -f UTF-16LE -t UTF-8)"),
+    ("damaged UTF-16", {"q.csv": b"\xff\xfe1\x00,\x00\x00\xd8"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:1: is not valid UTF-16 text, though it starts with a UTF-16 byte-order mark"),
+    ("Excel workbook named .csv", {"q.csv": b"PK\x03\x04\x14\x00\x06\x00"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is a zip archive (an Excel .xlsx workbook, or an NPZ archive), not text "
+     "(save a sheet as CSV UTF-8, or name an NPZ archive .npz)"),
+    ("binary data named .csv", {"q.csv": bytes(range(1, 32)) * 4}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is binary data, not text "
+     "(attn reads CSV, TSV, YAML and JSON text, or NPY/NPZ arrays by their extension)"),
     # ---------------------------------------------------------------- CSV
     ("ragged rows", {"q.csv": "1,2,3\n4,5\n"}, ["run", "{d}/q.csv", *KV], 1,
      f"{{d}}/q.csv:2: row has 2 values, expected 3 like the first row {USE}"),
@@ -51,6 +69,23 @@ CATALOGUE = [
      '{d}/q.csv:1: cannot split the line: a quote is opened but never closed '
      '(quote a label that holds a comma: "a, b")'),
     ("stdin bad cell", {}, ["run", "-", *KV], 1, "<stdin>:1: column 2: 'x' is not a number", "1,x,3\n"),
+    ("decimal comma among points", {"q.csv": "1.5;2;3\n2,5;3;4\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 1: '2,5' is not a number (the decimal mark of this file is '.')"),
+    ("decimal point with --decimal ,", {"q.csv": "1;2.5;3\n"}, ["run", "{d}/q.csv", *KV, "--decimal", ","], 1,
+     "{d}/q.csv:1: column 2: '2.5' is not a number (the decimal mark of this file is ',')"),
+    ("text where a number goes", {"q.csv": "1,2,3\n4,5,x\n"}, ["run", "{d}/q.csv", *KV, "--no-header"], 1,
+     "{d}/q.csv:2: column 3: 'x' is not a number"),
+    ("bad delimiter", {}, ["run", *QKV, "--delimiter", "ab"], 2,
+     "--delimiter 'ab' is not a delimiter (give one character such as ';' or '|', or tab or space)"),
+    ("delimiter is the decimal mark", {}, ["run", *QKV, "--delimiter", ",", "--decimal", ","], 2,
+     "--delimiter and --decimal are both ',' (cells need another delimiter)"),
+    ("JSON Lines syntax", {"q.jsonl": "[1, 2, 3]\n[3, 4\n"}, ["run", "{d}/q.jsonl", *KV], 1,
+     "{d}/q.jsonl:2: invalid JSON Lines: Expecting ',' delimiter (column 6) "
+     "(JSON Lines holds one whole JSON value per line)"),
+    ("records with other names", {"q.json": '[{"x": 1, "y": 2, "z": 3}, {"x": 1, "y": 2, "w": 3}]'},
+     ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: row 2 has the columns x, y, w, expected x, y, z like the first row "
+     "(every record needs the same names, in the same order)"),
     # ---------------------------------------------------------------- shapes
     ("Q and K d_k differ", {"q.csv": "1,2\n"}, ["run", "{d}/q.csv", *KV], 1,
      "Q is 1×2 but K is 3×3 (Q and K need the same number of columns, d_k)"),
@@ -60,6 +95,22 @@ CATALOGUE = [
      "the mask is 1×2 but the weights are 1×3 (queries × keys) (give a 1×3 mask, or 1×3 for every query)"),
     ("mask with NaN", {"m.csv": "1,nan,0\n"}, ["run", *QKV, "--mask", "{d}/m.csv"], 1,
      "{d}/m.csv:1: column 2: nan is not a finite number (a mask may hold -inf)"),
+    ("float mask that is a bias", {"m.npy": npy(np.array([[0, -np.inf, 0]], np.float32))},
+     ["run", *QKV, "--mask", "{d}/m.npy"], 1,
+     "{d}/m.npy: the mask holds -inf, but a mask holds only 1 (may attend) and 0 (may not) "
+     "(to add numbers to the scores, give the file as --bias FILE)"),
+    ("bundle mask that is a bias", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nmask: [[0.5]]\n"},
+     ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml: the mask holds 0.5, but a mask holds only 1 (may attend) and 0 (may not) "
+     "(to add numbers to the scores, name the entry bias)"),
+    ("boolean bias", {"b.npy": npy(np.array([[True, False, True]]))}, ["run", *QKV, "--bias", "{d}/b.npy"], 1,
+     "{d}/b.npy: holds booleans, but a bias is added to the scores "
+     "(booleans say where a query may attend: give them as a mask)"),
+    ("true/false in a bias", {"b.csv": "0,true,0\n"}, ["run", *QKV, "--bias", "{d}/b.csv"], 1,
+     "{d}/b.csv:1: column 2: 'true' is not a number "
+     "(a bias holds numbers to add to the scores; true/false cells make a mask)"),
+    ("bias with +inf", {"b.csv": "0,inf,0\n"}, ["run", *QKV, "--bias", "{d}/b.csv"], 1,
+     "{d}/b.csv:1: column 2: inf is not a finite number (a mask may hold -inf)"),
     # ---------------------------------------------------------------- NPY
     ("pickled NPY", {"q.npy": npy(np.array([[1, "a"]], dtype=object))}, ["run", "{d}/q.npy", *KV], 1,
      "{d}/q.npy: holds Python objects (pickled data), which attn never loads "
@@ -95,9 +146,27 @@ CATALOGUE = [
      "{d}/q.json:2: invalid JSON: Expecting ',' delimiter (column 5)"),
     ("JSON NaN", {"q.json": "[[1, NaN, 3]]"}, ["run", "{d}/q.json", *KV], 1, "{d}/q.json: NaN is not a finite number"),
     ("bundle without v", {"b.yaml": "q: [[1]]\nk: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
-     "{d}/b.yaml: the bundle has no v (a bundle holds q, k and v, and optionally mask)"),
+     "{d}/b.yaml: the bundle has no v (a bundle holds q, k and v, and optionally mask and bias)"),
     ("bundle extra entry", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nw: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
-     "{d}/b.yaml: the bundle has an unexpected entry 'w' (a bundle holds q, k and v, and optionally mask)"),
+     "{d}/b.yaml: the bundle has an unexpected entry 'w' (a bundle holds q, k and v, and optionally mask and bias)"),
+    ("bundle q and Q", {"b.yaml": "q: [[1]]\nQ: [[2]]\nk: [[1]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: has both 'q' and 'Q', which name the same entry (entry names ignore case: keep one of them)"),
+    ("JSON bundle q and Q", {"b.json": '{"q": [[1]], "k": [[1]], "v": [[1]], "Q": [[2]]}'}, ["run", "{d}/b.json"], 1,
+     "{d}/b.json: has both 'q' and 'Q', which name the same entry (entry names ignore case: keep one of them)"),
+    ("NPZ bundle q and Q", {"b.npz": npz(q=np.ones((1, 1)), Q=np.ones((1, 1)), k=np.ones((1, 1)),
+                                         v=np.ones((1, 1)))}, ["run", "{d}/b.npz"], 1,
+     "{d}/b.npz: has both 'q' and 'Q', which name the same entry (entry names ignore case: keep one of them)"),
+    ("unknown bundle setting", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ntemprature: 5\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:4: the bundle has an unknown setting 'temprature' (did you mean 'temperature'? "
+     "a bundle may set description, rgb, causal, causal_align, scale, temperature, similarity)"),
+    ("bundle setting not a boolean", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ncausal: 3\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:4: causal: expected true or false, found 3"),
+    ("bundle setting not a choice", {"b.json": '{"q": [[1]], "k": [[1]], "v": [[1]], "similarity": "cos"}'},
+     ["run", "{d}/b.json"], 1, "{d}/b.json: similarity: expected dot or cosine, found 'cos'"),
+    ("bundle scale not positive", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nscale: 0\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:4: scale must be a positive finite number, got 0.0"),
+    ("bundle setting not a number", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ntemperature: hot\n"},
+     ["run", "{d}/b.yaml"], 1, "{d}/b.yaml:4: temperature: expected a number, found 'hot'"),
     ("CSV as bundle", {"q.csv": "1\n"}, ["run", "{d}/q.csv"], 1,
      "{d}/q.csv: a CSV file holds one matrix, not a bundle "
      "(give three files Q K V, or one YAML/JSON/NPZ bundle with q, k and v)"),
@@ -187,7 +256,18 @@ CATALOGUE = [
     ("sentence without words", {}, ["self", "..."], 1, "no words in '...' (give a sentence or a matrix file)"),
     ("self bundle extra entry", {"b.yaml": "x: [[1, 2]]\nwz: [[1, 2]]\n"}, ["self", "{d}/b.yaml"], 1,
      "{d}/b.yaml: the bundle has an unexpected entry 'wz' "
-     "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask)"),
+     "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias)"),
+    ("self bundle heads below 1", {"b.yaml": "x: [[1, 2]]\nheads: 0\n"}, ["self", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: heads: must be at least 1, found 0"),
+    ("self bundle heads not whole", {"b.yaml": "x: [[1, 2]]\nheads: 1.5\n"}, ["self", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: heads: expected a whole number, found 1.5"),
+    ("self bundle unknown setting", {"b.yaml": "x: [[1, 2]]\nhead: 1\n"}, ["self", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: the bundle has an unknown setting 'head' (did you mean 'heads'? a bundle may set description, "
+     "heads, seed, d_attn, d_out, columns, causal, causal_align, scale, temperature, similarity)"),
+    ("self float mask", {"x.csv": "1,2\n3,4\n", "m.csv": "0,-inf\n0,0\n"},
+     ["self", "{d}/x.csv", "--mask", "{d}/m.csv"], 1,
+     "{d}/m.csv: the mask holds -inf, but a mask holds only 1 (may attend) and 0 (may not) "
+     "(to add numbers to the scores, give the file as --bias FILE)"),
     ("head out of range", {"x.csv": "1,2\n3,4\n"}, ["self", "{d}/x.csv", "--heads", "2", "--head", "2"], 2,
      "--head 2 but there are 2 heads (heads are numbered from 0 to 1)"),
     ("zero heads", {"x.csv": "1,2\n"}, ["self", "{d}/x.csv", "--heads", "0"], 2, "Invalid value for '--heads' / '-H'…"),

@@ -45,6 +45,7 @@ SAMPLES = {
     "npz": npz_bytes(m=MATRIX),
     "yaml": b"- [1, 2.5]\n- [-3, 4]\n",
     "json": b"[[1, 2.5], [-3, 4]]\n",
+    "jsonl": b"[1, 2.5]\n[-3, 4]\n",
 }
 
 

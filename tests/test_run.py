@@ -119,7 +119,7 @@ def test_mask_file_and_bundle_mask(attn, samples, tmp_path):
     out = attn.json("run", *files, "--mask", tmp_path / "m.csv")
     assert out["weights"][0][1] == 0
     (tmp_path / "add.csv").write_text("0,-inf,0\n")
-    assert attn.json("run", *files, "--mask", tmp_path / "add.csv")["weights"] == out["weights"]
+    assert attn.json("run", *files, "--bias", tmp_path / "add.csv")["weights"] == out["weights"]
     (tmp_path / "b.yaml").write_text("q: [[1, 0]]\nk: [[1, 0], [0, 1]]\nv: [[1], [2]]\nmask: [[false, true]]\n")
     assert attn.json("run", tmp_path / "b.yaml")["output"] == [[2.0]]
 

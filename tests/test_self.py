@@ -335,7 +335,7 @@ def test_bad_files(attn, files, tmp_path):
     (tmp_path / "b.yaml").write_text("x: [[1, 2]]\nwz: [[1, 2]]\n")
     assert attn.fails("self", tmp_path / "b.yaml") == (
         f"{tmp_path}/b.yaml: the bundle has an unexpected entry 'wz' "
-        "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask)")
+        "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias)")
     assert attn.fails("self", "the cat", "--vectors", tmp_path / "none.txt") == \
         f"{tmp_path}/none.txt: no such file"
     (tmp_path / "empty.txt").write_text("")

@@ -45,8 +45,13 @@ class AttnGroup(TyperGroup):
     """Typer's group, with every failure reduced to one line and an exit code."""
 
     def invoke(self, ctx):  # Click's Context, vendored by Typer or not
+        from attncli.cli import notes
+
+        notes.clear()
         try:
-            return super().invoke(ctx)
+            result = super().invoke(ctx)
+            notes.flush()  # on success only: a failure prints its one error line
+            return result
         except AttnError as e:
             report(str(e))
             raise typer.Exit(exit_code(e)) from None

@@ -7,7 +7,7 @@ import functools
 import inspect
 import typing
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -15,9 +15,12 @@ import typer
 
 from attncli.cli.emit import MATRIX_FORMATS, Format
 from attncli.core.options import CAUSAL_ALIGNS, SIMILARITIES
+from attncli.errors import AttnError, UsageError
 
 if TYPE_CHECKING:
+    from attncli.cli.settings import BundleSettings
     from attncli.core.options import AttentionOptions
+    from attncli.readers import Matrix, TextSettings
 
 
 # The choices Typer offers, made from the core's own names (one Similarity, one alignment).
@@ -38,19 +41,27 @@ class Emit(str, Enum):
 # Arguments and options shared with commands that take the same inputs (explain).
 FilesArgument = Annotated[list[str], typer.Argument(
     metavar="FILE...", show_default=False,
-    help="One bundle (YAML, JSON or NPZ with entries q, k, v and optionally mask) or three "
-         "files Q K V: CSV, TSV, NPY, YAML or JSON. '-' reads one of them from stdin. "
+    help="One bundle (YAML, JSON or NPZ with entries q, k, v and optionally mask or bias, and settings "
+         "such as causal: true or scale: 1, which options given here override) or three "
+         "files Q K V: CSV, TSV, NPY, YAML, JSON or JSON Lines. '-' reads one of them from stdin. "
          "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
 )]
 EmitOption = Annotated[Emit, typer.Option(
     "--emit", metavar="[output|weights]", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
 MaskOption = Annotated[str | None, typer.Option(
     "--mask", metavar="FILE",
-    help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix. Booleans or 0/1 "
-         "cells: 1 = may attend. Other numbers are added to the scaled scores (-inf forbids).",
+    help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix of booleans, or of "
+         "0/1 or true/false cells: 1 = may attend. Numbers to add to the scores go in --bias.",
+)]
+BiasOption = Annotated[str | None, typer.Option(
+    "--bias", metavar="FILE",
+    help="Numbers added to the scaled scores before softmax: an n_q×n_k (or 1×n_k) matrix; -inf "
+         "forbids a pair. PyTorch's float attn_mask is such a bias: pass it here, not as --mask.",
 )]
 CausalOption = Annotated[bool, typer.Option(
-    "--causal", help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX).",
+    "--causal/--no-causal",
+    help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX). "
+         "--no-causal overrides a bundle's causal: true.",
 )]
 AlignOption = Annotated[Align | None, typer.Option(
     "--causal-align",
@@ -112,29 +123,75 @@ WordsOption = Annotated[str | None, typer.Option(
 # --- the attention options, declared once --------------------------------------------------------
 
 
+FILE_OPTIONS = ("mask", "bias")  # attention options that name a file: in a bundle, entries rather than settings
+
+
 @dataclass
 class AttentionFlags:
     """The attention options as typed on the command line; ``build`` makes them
-    the core's ``AttentionOptions`` once the mask file is read."""
+    the core's ``AttentionOptions`` once the mask and bias are read."""
 
     mask: str | None = None  # a file: which keys each query may attend to
+    bias: str | None = None  # a file: numbers added to the scaled scores
     causal: bool = False
     causal_align: Align | None = None
     scale: float | None = None
     temperature: float = 1.0
     similarity: Similarity = Similarity("dot")
+    given: frozenset[str] = frozenset()  # the options typed on the command line: they override a bundle
 
-    def build(self, mask: Any = None) -> AttentionOptions:
-        """AttentionOptions from these flags and the mask as read (a Matrix, or None)."""
-        from attncli.core.options import AttentionOptions, split_mask
+    def build(self, mask: Any = None, bias: Any = None) -> AttentionOptions:
+        """AttentionOptions from these flags, a boolean mask (True = may attend) and an additive bias.
+        A bias's -inf forbids its pair as the mask does, and is shown so (a dash, not a weight 0)."""
+        import numpy as np
 
-        allowed, bias = split_mask(None if mask is None else mask.values)
+        from attncli.core.options import AttentionOptions
+
+        if bias is not None and not np.isfinite(bias).all():
+            finite = np.isfinite(bias)
+            try:
+                mask = finite if mask is None else mask & finite
+                bias = np.where(finite, bias, 0.0)
+            except ValueError:  # shapes that do not fit: the core names them
+                pass
         if self.causal_align is not None:
             causal = self.causal_align.value
         else:
             causal = "top-left" if self.causal else None
         return AttentionOptions(scale=self.scale, temperature=self.temperature, similarity=self.similarity.value,
-                                causal=causal, mask=allowed, bias=bias)
+                                causal=causal, mask=mask, bias=bias)
+
+    def with_settings(self, settings: BundleSettings) -> AttentionFlags:
+        """These flags with a bundle's settings for the options not given on the command line."""
+        names = setting_names()
+        annotations = {name: ATTENTION_OPTIONS[name][0] for name in names}
+
+        def check(name: str, value: Any) -> None:  # the core's own checks (a positive scale, ...)
+            replace(AttentionFlags(), **{name: value}).build()
+
+        values = settings.fill({name: getattr(self, name) for name in names}, annotations, self.given, check)
+        return replace(self, **values)
+
+
+def setting_names() -> list[str]:
+    """The attention options a bundle may set: every one but the files."""
+    return [name for name in ATTENTION_OPTIONS if name not in FILE_OPTIONS]
+
+
+def allowed_cells(matrix: Matrix, source: str, hint: str) -> Any:
+    """A mask as read -> bool [rows, cols], True where a query may attend. A
+    mask says where, never how much: a cell other than 0/1 (true/false) is
+    refused, with ``hint`` saying how to give numbers to add to the scores."""
+    import numpy as np
+
+    values = np.asarray(matrix.values)
+    if values.dtype == bool:
+        return values
+    if not np.isin(values, (0, 1)).all():
+        other = values[~np.isin(values, (0, 1))].flat[0]
+        raise AttnError(f"the mask holds {other:g}, but a mask holds only 1 (may attend) and 0 (may not)",
+                        source=source, hint=hint)
+    return values.astype(bool)
 
 
 FROM_OPTIONS = AttentionFlags()  # the placeholder default of ``attention``: @attention_options fills it in
@@ -142,6 +199,7 @@ FROM_OPTIONS = AttentionFlags()  # the placeholder default of ``attention``: @at
 # Each attention option once: its Annotated alias and its default, in the order help shows them.
 ATTENTION_OPTIONS: dict[str, tuple[Any, Any]] = {
     "mask": (MaskOption, None),
+    "bias": (BiasOption, None),
     "causal": (CausalOption, False),
     "causal_align": (AlignOption, None),
     "scale": (ScaleOption, None),
@@ -161,27 +219,130 @@ def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..
         def run(files: FilesArgument, attention: AttentionFlags = FROM_OPTIONS, fmt: FormatOption = None): ...
 
     Adding an attention option to every command is one entry in ATTENTION_OPTIONS
-    (and a field of AttentionFlags).
+    (and a field of AttentionFlags); it is then a bundle setting too.
     """
-    chosen = names or tuple(ATTENTION_OPTIONS)
+    return _gathered("attention", ATTENTION_OPTIONS, AttentionFlags, names or tuple(ATTENTION_OPTIONS))
+
+
+# --- how text files are read, declared once -------------------------------------------------------
+
+Decimal = Enum("Decimal", {"point": ".", "comma": ","}, type=str)  # type: ignore[misc]
+
+HeaderOption = Annotated[bool | None, typer.Option(
+    "--header/--no-header", show_default=False,
+    help="CSV/TSV/text: the first row holds column names, or data. Default: names when none of its cells "
+         "is a number or its first cell is empty; a first row 0,1,…,n-1 (pandas' names for unnamed "
+         "columns) is names only when the rows below are not whole numbers, and a note says which.",
+)]
+LabelsOption = Annotated[bool | None, typer.Option(
+    "--labels/--no-labels", show_default=False,
+    help="CSV/TSV/text: the first column holds row labels, or numbers. Default: labels when none of its "
+         "cells below the header is a number, or under an empty header cell (pandas' index).",
+)]
+DelimiterOption = Annotated[str | None, typer.Option(
+    "--delimiter", metavar="CHAR", show_default=False,
+    help="CSV/TSV/text: what separates cells: ',', ';', tab, space (runs of spaces) or another character. "
+         "Default: Excel's sep= first line, else the first of tab, ';' and ',' found on every line.",
+)]
+DecimalOption = Annotated[Decimal | None, typer.Option(
+    "--decimal", show_default=False,
+    help="CSV/TSV/text: the decimal mark. Default: ',' only when commas do not separate the cells and "
+         "numbers are written 1,5 (Excel in much of Europe), never 1.5.",
+)]
+
+DELIMITER_WORDS = {"tab": "\t", "\\t": "\t", "space": " ", "comma": ",", "semicolon": ";"}
+
+
+@dataclass
+class ReadFlags:
+    """How to read CSV/TSV/text files, as typed on the command line; None: decided from each file."""
+
+    header: bool | None = None
+    labels: bool | None = None
+    delimiter: str | None = None
+    decimal: Decimal | None = None
+
+    def settings(self) -> TextSettings:
+        """The readers' TextSettings; a delimiter may be named (tab, space) or be one character."""
+        from attncli.readers import TextSettings
+
+        delimiter = self.delimiter
+        if delimiter is not None:
+            delimiter = DELIMITER_WORDS.get(delimiter.lower(), delimiter)
+            if len(delimiter) != 1 or delimiter in '"\r\n' or delimiter.isalnum():
+                raise UsageError(f"--delimiter {self.delimiter!r} is not a delimiter",
+                                 hint="give one character such as ';' or '|', or tab or space")
+        decimal = None if self.decimal is None else self.decimal.value
+        if decimal is not None and delimiter == decimal:
+            raise UsageError(f"--delimiter and --decimal are both {decimal!r}", hint="cells need another delimiter")
+        return TextSettings(self.header, self.labels, delimiter, decimal)
+
+
+FROM_READ_OPTIONS = ReadFlags()  # the placeholder default of ``reading``: @read_options fills it in
+
+READ_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "header": (HeaderOption, None),
+    "labels": (LabelsOption, None),
+    "delimiter": (DelimiterOption, None),
+    "decimal": (DecimalOption, None),
+}
+
+
+def read_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command that reads matrices the options saying how to read text
+    files: its parameter ``reading: ReadFlags`` becomes ``--header/--no-header``,
+    ``--labels/--no-labels``, ``--delimiter`` and ``--decimal``."""
+    return _gathered("reading", READ_OPTIONS, ReadFlags, tuple(READ_OPTIONS))
+
+
+def setting_flag(setting: str, value: Any) -> str:
+    """How a reader's setting (a TextSettings field and value) is typed here:
+    ("header", False) -> --no-header; ("delimiter", ";") -> --delimiter ';'."""
+    if isinstance(value, bool):
+        return f"--{setting}" if value else f"--no-{setting}"
+    words = {"\t": "tab", " ": "space"}
+    return f"--{setting} {words.get(value) or repr(value)}"
+
+
+# --- gathering options into one typed parameter -----------------------------------------------------
+
+
+def _gathered(parameter: str, table: dict[str, tuple[Any, Any]], flags: type,
+              chosen: tuple[str, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """A decorator replacing the command's parameter ``parameter`` by the options
+    ``chosen`` from ``table`` and calling it with them gathered into ``flags``
+    (which, when it has a ``given`` field, learns which were typed on the command line)."""
+    wants_given = "given" in {f.name for f in fields(flags)}
 
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         hints = typing.get_type_hints(command, include_extras=True)
+        # Typer passes the Click context to the one parameter typed typer.Context: the command's, or ours.
+        own_context = next((name for name, hint in hints.items()
+                            if isinstance(hint, type) and issubclass(hint, typer.Context)), None)
+        context = own_context or "_context"
         parameters = []
-        for parameter in inspect.signature(command).parameters.values():
-            if parameter.name == "attention":
+        for param in inspect.signature(command).parameters.values():
+            if param.name == parameter:
                 for name in chosen:
-                    alias, default = ATTENTION_OPTIONS[name]
+                    alias, default = table[name]
                     parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=alias,
                                                         default=default))
+                if wants_given and own_context is None:
+                    parameters.append(inspect.Parameter(context, inspect.Parameter.KEYWORD_ONLY,
+                                                        annotation=typer.Context))
             else:
-                parameters.append(parameter.replace(kind=inspect.Parameter.KEYWORD_ONLY,
-                                                    annotation=hints.get(parameter.name, parameter.annotation)))
+                parameters.append(param.replace(kind=inspect.Parameter.KEYWORD_ONLY,
+                                                annotation=hints.get(param.name, param.annotation)))
 
         @functools.wraps(command)
         def with_flags(**values: Any) -> Any:
-            flags = AttentionFlags(**{name: values.pop(name) for name in chosen})
-            return command(attention=flags, **values)
+            gathered = {name: values.pop(name) for name in chosen}
+            if wants_given:
+                from attncli.cli.settings import given_on_command_line
+
+                ctx = values[context] if own_context else values.pop(context)
+                gathered["given"] = given_on_command_line(ctx, chosen)
+            return command(**{parameter: flags(**gathered)}, **values)
 
         with_flags.__signature__ = inspect.Signature(parameters)  # type: ignore[attr-defined]
         with_flags.__annotations__ = {p.name: p.annotation for p in parameters}

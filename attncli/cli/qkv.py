@@ -6,20 +6,27 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from attncli.cli.emit import Emitted, Result
-from attncli.cli.io import check_stdin_once, open_input, progress_bar, read_matrix_arg
+from attncli.cli.io import check_stdin_once, progress_bar, source_name
+from attncli.cli.reading import read_matrix_named, read_named
 from attncli.errors import AttnError, UsageError
 
 if TYPE_CHECKING:
+    from attncli.cli.options import AttentionFlags
     from attncli.core.options import AttentionOptions
     from attncli.core.reference import Steps
+    from attncli.readers import Matrix, TextSettings
 
 
 class Problem:
-    """Q, K, V (and a mask) as read, with the labels to show them by."""
+    """Q, K, V as read, the options they are attended with, and the labels to show them by."""
 
-    def __init__(self, q, k, v, mask=None, mask_source=None, meta=None):
-        self.q, self.k, self.v, self.mask, self.mask_source = q, k, v, mask, mask_source
-        self.meta = meta or {}  # a bundle's plain settings: description, rgb
+    def __init__(self, q, k, v, options: AttentionOptions | None = None, meta=None, masked: bool = False):
+        from attncli.core.options import AttentionOptions
+
+        self.q, self.k, self.v = q, k, v
+        self.options = options or AttentionOptions()
+        self.meta = meta or {}  # a bundle's plain settings that are not attention options: description, rgb
+        self.masked = masked  # a mask was given (rather than only causal)
 
     @property
     def queries(self) -> list[str]:
@@ -48,35 +55,66 @@ class Problem:
         return row_colours(self.k.row_labels or self.v.row_labels, self.k.values, self.meta.get("rgb") is True)
 
 
-def load_problem(files: list[str], mask_file: str | None) -> Problem:
-    """Read one bundle or three files, and the mask."""
-    from attncli.readers import NotABundle, read_bundle
+BUNDLE_ENTRIES = ("q", "k", "v", "mask", "bias")
+# A bundle's plain settings that are not attention options, and their types.
+BUNDLE_META: dict[str, Any] = {"description": str, "rgb": bool}
+MASK_AS_BIAS = {"file": "to add numbers to the scores, give the file as --bias FILE",
+                "entry": "to add numbers to the scores, name the entry bias"}
+
+
+def load_problem(files: list[str], attention: AttentionFlags, text: TextSettings) -> Problem:
+    """Read one bundle or three files, the mask and the bias, and gather the
+    options: the command line's, else the bundle's settings."""
+    from attncli.cli.options import allowed_cells, setting_names
+    from attncli.cli.settings import BundleSettings
+    from attncli.readers import NotABundle
 
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
-    check_stdin_once([*files, mask_file])
-    mask, meta = None, {}
+    check_stdin_once([*files, attention.mask, attention.bias])
+    mask = bias = None
+    meta: dict[str, Any] = {}
     if len(files) == 1:
-        source = open_input(files[0])
+        source = source_name(files[0])
         try:
-            bundle = read_bundle(source)
+            bundle = read_named(files[0], text, bundle=True)
         except NotABundle as e:
             e.hint = "give three files Q K V, or one YAML/JSON/NPZ bundle with q, k and v"
             raise
         entries = {name.lower(): m for name, m in bundle.matrices.items()}
         missing = [n for n in ("q", "k", "v") if n not in entries]
-        extra = sorted(set(entries) - {"q", "k", "v", "mask"})
+        extra = sorted(set(entries) - set(BUNDLE_ENTRIES))
         if missing or extra:
             what = f"has no {', '.join(missing)}" if missing else f"has an unexpected entry {extra[0]!r}"
-            raise AttnError(f"the bundle {what}", source=source.name,
-                            hint="a bundle holds q, k and v, and optionally mask")
+            raise AttnError(f"the bundle {what}", source=source,
+                            hint="a bundle holds q, k and v, and optionally mask and bias")
+        settings = BundleSettings.of(bundle.meta, source, bundle.lines, [*BUNDLE_META, *setting_names()])
+        attention = attention.with_settings(settings)
+        meta = settings.fill({}, BUNDLE_META, frozenset())
         q, k, v = entries["q"], entries["k"], entries["v"]
-        mask, meta = entries.get("mask"), bundle.meta
+        if "mask" in entries:
+            mask = allowed_cells(entries["mask"], source, MASK_AS_BIAS["entry"])
+        if "bias" in entries:
+            bias = entries["bias"].values
     else:
-        q, k, v = (read_matrix_arg(f) for f in files)
-    if mask_file is not None:
-        mask = read_matrix_arg(mask_file, mask=True)
-    return Problem(q, k, v, mask, mask_file or (files[0] if mask is not None else None), meta)
+        q, k, v = (read_matrix_named(f, text) for f in files)
+    if attention.mask is not None:
+        mask = allowed_cells(read_matrix_named(attention.mask, text, mask=True), source_name(attention.mask),
+                             MASK_AS_BIAS["file"])
+    if attention.bias is not None:
+        bias = read_matrix_named(attention.bias, text, bias=True).values
+    return Problem(q, k, values_per_key(v, k), attention.build(mask, bias), meta, masked=mask is not None)
+
+
+def values_per_key(v: Matrix, k: Matrix) -> Matrix:
+    """V written as a flat list (or a 1-D array) of one number per key, as
+    seed 000's ``v: [10, 5, 2]`` and the Python API's 1-D v: a column, n_k×1."""
+    from attncli.readers import Matrix
+
+    n_k = k.shape[0]
+    if v.vector and n_k > 1 and v.shape == (1, n_k):
+        return Matrix(v.values.T, v.col_labels, None)
+    return v
 
 
 def compute(problem: Problem, options: AttentionOptions) -> Steps:

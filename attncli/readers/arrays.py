@@ -11,7 +11,17 @@ from collections.abc import Callable
 from typing import Any
 
 from attncli.errors import AttnError
-from attncli.readers.base import Bundle, Input, Matrix, Request, checked_labels, first_bad, not_finite
+from attncli.readers.base import (
+    NUMBERS,
+    Bundle,
+    Input,
+    Matrix,
+    Request,
+    check_distinct,
+    checked_labels,
+    first_bad,
+    not_finite,
+)
 
 NPY_MAGIC = b"\x93NUMPY"
 NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive; the second is an empty one
@@ -22,7 +32,7 @@ def read_npy(source: Input, request: Request) -> Bundle:
     array = map_npy(source.path) if source.mappable and source.path is not None else None
     if array is None:
         array = load_npy(source.data(), source.name)
-    return Bundle.of(matrix_from_array(array, source.name, "", request.mask))
+    return Bundle.of(matrix_from_array(array, source.name, "", request))
 
 
 def read_npz(source: Input, request: Request) -> Bundle:
@@ -30,13 +40,18 @@ def read_npz(source: Input, request: Request) -> Bundle:
 
     Each array is a matrix; ``<name>_labels`` and ``<name>_columns`` string
     arrays name its rows and columns. Read as named matrices, the array
-    ``mask`` is a mask; read as one matrix, every array is one if
-    ``request.mask``.
+    ``mask`` is a mask and ``bias`` a bias, 0-D arrays are settings
+    (``np.savez(f, q=q, k=k, v=v, causal=True)``), and names that differ only
+    in case are refused; read as one matrix, it is read as ``request`` asks.
     """
     arrays = _load_npz(source.data(), source.name)
     if request.is_bundle(arrays):
-        return _arrays_bundle(arrays, source.name, lambda name: name == "mask")
-    bundle = _arrays_bundle(arrays, source.name, lambda name: request.mask)
+        check_distinct(arrays, source.name)
+        settings = {name: array for name, array in arrays.items() if array.ndim == 0}
+        bundle = _arrays_bundle({n: a for n, a in arrays.items() if n not in settings}, source.name, request.entry)
+        bundle.meta = {name: array.item() for name, array in settings.items()}
+        return bundle
+    bundle = _arrays_bundle(arrays, source.name, lambda name: request)
     if len(bundle.matrices) != 1:
         names = ", ".join(bundle.matrices) or "none"
         raise AttnError(f"holds several arrays ({names}), expected one matrix", source=source.name,
@@ -104,7 +119,7 @@ def _load_npz(data: bytes, source: str) -> dict[str, Any]:
     return arrays
 
 
-def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str], bool]) -> Bundle:
+def _arrays_bundle(arrays: dict[str, Any], source: str, request_for: Callable[[str], Request]) -> Bundle:
     """The arrays of an archive as matrices, named by their ``_labels`` and ``_columns`` arrays."""
     names = {}
     for name, array in arrays.items():
@@ -117,7 +132,7 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str],
     for name, array in arrays.items():
         if name.rpartition("_")[2] in ("labels", "columns") and name.rpartition("_")[0] in arrays:
             continue
-        m = matrix_from_array(array, source, name, is_mask(name))
+        m = matrix_from_array(array, source, name, request_for(name))
         m.row_labels = checked_labels(names.get((name, "labels")), m.shape[0], source, f"{name}_labels")
         m.col_labels = checked_labels(names.get((name, "columns")), m.shape[1], source, f"{name}_columns")
         bundle.matrices[name] = m
@@ -126,22 +141,27 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str],
     return bundle
 
 
-def matrix_from_array(array: Any, source: str, where: str, mask: bool) -> Matrix:
-    """Check an ndarray is a finite 2-D float matrix (a 1-D vector is one row)."""
+def matrix_from_array(array: Any, source: str, where: str, request: Request = NUMBERS) -> Matrix:
+    """Check an ndarray is a finite 2-D float matrix (a 1-D vector is one row,
+    marked a ``vector``). A mask may be boolean; a mask or bias may hold integers."""
     import numpy as np
 
     prefix = f"{where}: " if where else ""
     kind = array.dtype.kind
-    if kind == "b" and mask:
+    if kind == "b" and request.mask:
         pass
     elif kind == "f":
         array = array.astype(np.float64 if array.dtype.itemsize > 4 else np.float32, copy=False)
-    elif kind in "iu" and mask:
+    elif kind in "iu" and request.special:
         array = array.astype(np.float64)
+    elif kind == "b" and request.bias:
+        raise AttnError(f"{prefix}holds booleans, but a bias is added to the scores", source=source,
+                        hint="booleans say where a query may attend: give them as a mask")
     else:
         raise AttnError(f"{prefix}holds {array.dtype} data; attn reads float arrays",
                         source=source, hint="save it with a.astype(np.float32) or float64")
-    if array.ndim == 1:
+    vector = array.ndim == 1
+    if vector:
         array = array[None, :]
     if array.ndim != 2:
         shape = "×".join(map(str, array.shape)) or "a scalar"
@@ -149,10 +169,10 @@ def matrix_from_array(array: Any, source: str, where: str, mask: bool) -> Matrix
     if array.size == 0:
         raise AttnError(f"{prefix}is empty ({array.shape[0]}×{array.shape[1]})", source=source)
     array = array.astype(array.dtype.newbyteorder("="), copy=False)
-    bad = first_bad(array, mask)
+    bad = first_bad(array, request.special)
     if bad:
         i, j = bad
-        raise AttnError(f"{prefix}row {i + 1}, column {j + 1}: {not_finite(array[i, j], mask)}",
+        raise AttnError(f"{prefix}row {i + 1}, column {j + 1}: {not_finite(array[i, j], request.special)}",
                         source=source)
-    return Matrix(array)
+    return Matrix(array, vector=vector)
 

@@ -13,6 +13,7 @@ import typer
 from attncli.cli.emit import Result, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
+    FROM_READ_OPTIONS,
     AttentionFlags,
     Emit,
     EmitOption,
@@ -20,8 +21,10 @@ from attncli.cli.options import (
     FormatOption,
     HtmlOption,
     PrecisionOption,
+    ReadFlags,
     SvgOption,
     attention_options,
+    read_options,
 )
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
 from attncli.errors import UsageError
@@ -43,6 +46,7 @@ TERMS = 8  # terms written out in a sum before the rest are summarised
 
 
 @attention_options()
+@read_options()
 def explain(
     files: FilesArgument,
     query: Annotated[str | None, typer.Option(
@@ -51,6 +55,7 @@ def explain(
              "its row number (from 0) or its label. Default: the first.",
     )] = None,
     attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
     fmt: FormatOption = None,
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
@@ -63,8 +68,8 @@ def explain(
     out term by term for one query. Takes the same inputs and options as
     'attn run'. In a pipe: JSON with scores, scaled, logits, weights, output.
     """
-    problem = load_problem(files, attention.mask)
-    options = attention.build(problem.mask)
+    problem = load_problem(files, attention, reading.settings())
+    options = problem.options
     steps = compute(problem, options)
     result = explain_result(problem, steps, precision, options, pick_query(problem, query))
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
@@ -193,24 +198,23 @@ def scale_sentences(steps, d_k: int, options: AttentionOptions) -> list[str | No
 
 
 def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int, heading) -> list:
-    """Step 4 when there is a mask: which pairs are forbidden, and the scores it changes."""
-    import numpy as np
-
+    """Step 4 when there is a mask or a bias: which pairs are forbidden, and the scores it changes."""
     from attncli.output.render import number_table
 
-    if steps.allowed is None and np.array_equal(steps.logits, scaled):
+    if steps.allowed is None and problem.options.bias is None:
         return []
     parts = []
     if steps.allowed is not None:
         forbidden = int((~steps.allowed).sum())
-        why = " Causal: each query sees only the keys up to its own position." if problem.mask is None else ""
+        why = " Causal: each query sees only the keys up to its own position." if not problem.masked else ""
         parts.append(f"The mask forbids {forbidden} of {steps.allowed.size} query–key pairs (–).{why} "
                      "A forbidden pair's score becomes −∞, so softmax gives it weight 0.")
-    if not np.array_equal(np.where(np.isfinite(steps.logits), steps.logits, 0),
-                          np.where(np.isfinite(steps.logits), scaled, 0)):
-        parts.append(f"{'It also adds' if parts else 'The mask adds'} its numbers to the scaled scores.")
-    return [heading("Mask", *parts), number_table(steps.logits, rows, key_cols, precision=precision,
-                                title="scaled scores with the mask (−inf = forbidden)")]
+    biased = problem.options.bias is not None
+    if biased:
+        parts.append("The bias adds its numbers to the scaled scores; −∞ there forbids a pair too.")
+    title = "Mask and bias" if biased and steps.allowed is not None else "Bias" if biased else "Mask"
+    return [heading(title, *parts), number_table(steps.logits, rows, key_cols, precision=precision,
+                                 title=f"scaled scores with the {title.lower()} (−inf = forbidden)")]
 
 
 def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -> str:

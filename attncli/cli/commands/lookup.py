@@ -4,28 +4,35 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from attncli.cli.emit import Emitted, Result, emit
-from attncli.cli.io import open_input, source_name
+from attncli.cli.io import source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
+    FROM_READ_OPTIONS,
     AttentionFlags,
     Emit,
     FormatOption,
     HtmlOption,
     PrecisionOption,
+    ReadFlags,
     SvgOption,
     VectorsOption,
     WordsOption,
     attention_options,
+    read_options,
 )
 from attncli.cli.qkv import describe
+from attncli.cli.reading import read_matrix_named
 from attncli.cli.words import word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
+
+if TYPE_CHECKING:
+    from attncli.readers import TextSettings
 
 EXAMPLES = """\b
 Examples:
@@ -40,6 +47,7 @@ Examples:
 
 
 @attention_options("scale", "temperature", "similarity")
+@read_options()
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
@@ -68,6 +76,7 @@ def lookup(
              "scaled by 1 (as with --similarity cosine) unless --scale says otherwise.",
     )] = None,
     attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
     fmt: FormatOption = None,
     emit_which: Annotated[Emit | None, typer.Option(
         "--emit", show_default=False,
@@ -84,7 +93,7 @@ def lookup(
     exactly as `attn run`, and the values are blended by those weights.
     Matching is case-insensitive.
     """
-    key_names, value_matrix = _keys_and_values(keys, values, dict_file)
+    key_names, value_matrix = _keys_and_values(keys, values, dict_file, reading.settings())
     space = embedding(model, vectors, words_file, [*queries, *key_names])
     q = space.embed(queries)  # [n_q, d]
     k = space.embed(key_names)  # [n_k, d]
@@ -105,9 +114,9 @@ def lookup(
          svg=svg, html=html, title="attn lookup")
 
 
-def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None):
+def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None, settings: TextSettings):
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
-    from attncli.readers import Matrix, read_matrix
+    from attncli.readers import Matrix
 
     if (keys is None) == (dict_file is None):
         raise UsageError("give the keys with --keys a,b,c or --dict FILE" if keys is None
@@ -115,7 +124,7 @@ def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None
     if dict_file is not None:
         if values is not None:
             raise UsageError("--values goes with --keys; a --dict file holds its own values")
-        matrix = read_matrix(open_input(dict_file))
+        matrix = read_matrix_named(dict_file, settings)
         if matrix.row_labels is None:
             raise AttnError("has no keys", source=source_name(dict_file),
                             hint="write a mapping key: value, or put the keys in the first column")

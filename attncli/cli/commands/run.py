@@ -5,6 +5,7 @@ from __future__ import annotations
 from attncli.cli.emit import MATRIX_FORMATS, Result, choose_format, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
+    FROM_READ_OPTIONS,
     AttentionFlags,
     Emit,
     EmitOption,
@@ -12,8 +13,10 @@ from attncli.cli.options import (
     FormatOption,
     HtmlOption,
     PrecisionOption,
+    ReadFlags,
     SvgOption,
     attention_options,
+    read_options,
 )
 from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
 
@@ -28,9 +31,11 @@ Examples:
 """
 
 @attention_options()
+@read_options()
 def run(
     files: FilesArgument,
     attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
     fmt: FormatOption = None,
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
@@ -42,8 +47,8 @@ def run(
     outputs. In a pipe: one JSON object with queries, keys, weights, output and
     scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
     """
-    problem = load_problem(files, attention.mask)
-    options = attention.build(problem.mask)
+    problem = load_problem(files, attention, reading.settings())
+    options = problem.options
     if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
         # Only the output is written: the blocked kernel never holds the weights.
         emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
