@@ -192,6 +192,10 @@ CATALOGUE = [
      "Invalid value for '--format' / '-f': 'xml' is not one of…"),
     ("no files", {}, ["run"], 2, "Missing argument 'FILE...'…"),
     ("unknown command", {}, ["frobnicate"], 2, "No such command 'frobnicate'…"),
+    ("option given twice", {}, ["run", *QKV, "--scale", "1", "--scale", "2"], 2,
+     "--scale is given 2 times; give it once (see 'attn run --help')"),
+    ("flag given both ways", {}, ["explain", *QKV, "--causal", "--no-causal"], 2,
+     "--causal is given 2 times; give it once (see 'attn explain --help')"),
     # ---------------------------------------------------------------- lookup
     ("unknown word", {}, ["lookup", "fruit", "--keys", "apple,banan,chair"], 1,
      "unknown word 'banan' (did you mean 'banana'?)"),
@@ -203,6 +207,8 @@ CATALOGUE = [
     ("phrase without words", {}, ["lookup", "...", "--keys", "apple"], 1, "no words in '...'"),
     ("no keys", {}, ["lookup", "fruit"], 2, "give the keys with --keys a,b,c or --dict FILE"),
     ("keys and dict", {}, ["lookup", "fruit", "--keys", "a", "--dict", "x.yaml"], 2, "give --keys or --dict, not both"),
+    ("dict twice", {}, ["lookup", "fruit", "--dict", "x.yaml", "-d", "y.yaml"], 2,
+     "--dict is given 2 times; give it once (see 'attn lookup --help')"),
     ("empty key", {}, ["lookup", "fruit", "--keys", "apple,,chair"], 2,
      "--keys has an empty item in 'apple,,chair' (separate items with single commas)"),
     ("empty keys", {}, ["lookup", "fruit", "--keys", ""], 2,
@@ -280,6 +286,14 @@ CATALOGUE = [
     ("softmax NaN", {}, ["softmax", "1", "nan"], 2,
      "nan is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
     ("softmax bad stdin", {}, ["softmax", "-"], 1, "<stdin>:2: 'four' is not a number", "1 2\n3 four\n"),
+    ("softmax decimal commas", {}, ["softmax", "1,5", "2,5"], 2,
+     "'1,5' could be one number written with a decimal comma, or two numbers "
+     "(write 1.5 for one number; separate numbers by spaces or by commas, not both)"),
+    ("softmax decimal commas on stdin", {}, ["softmax", "-"], 1,
+     "<stdin>:2: '2,5' could be one number written with a decimal comma, or two numbers "
+     "(write 2.5 for one number; separate numbers by spaces or by commas, not both)", "1\n2,5 3\n"),
+    ("softmax temperature twice", {}, ["softmax", "1", "2", "-t", "1", "--temperature", "2"], 2,
+     "--temperature is given 2 times; give it once (see 'attn softmax --help')"),
     ("trace without a model", {}, ["trace", "the car"], 2, "no model given (pass --model DIR or set ATTN_MODEL)"),
     ("trace not a model folder", {"notes.txt": "hi"}, ["trace", "the car", "-m", "{d}"], 1,
      "{d}: not a model folder: no config.json (a model folder holds config.json, "

@@ -111,3 +111,9 @@ def test_own_vectors_glove_and_word2vec(attn, tmp_path):
     out = attn.json("lookup", "fruit", "--keys", "apple,banana,chair",
                     "--vectors", tmp_path / "v.npy", "--words", tmp_path / "words.txt")
     np.testing.assert_allclose(out["weights"], expected, rtol=1e-6)
+
+
+def test_repeated_keys_and_values_add_up(attn):
+    once = attn.json("lookup", "fruit", "--keys", "apple,banana,chair", "--values", "10,5,2")
+    repeated = attn.json("lookup", "fruit", "-k", "apple", "-k", "banana", "-k", "chair", "-v", "10", "-v", "5,2")
+    assert repeated == once

@@ -130,14 +130,15 @@ def _main(
 
 
 def _register() -> None:
+    from attncli.cli.command import OnceCommand
     from attncli.cli.commands import explain, lookup, run, selfattn, softmax, trace
 
-    app.command("run", epilog=run.EXAMPLES)(run.run)
-    app.command("explain", epilog=explain.EXAMPLES)(explain.explain)
+    app.command("run", epilog=run.EXAMPLES, cls=OnceCommand)(run.run)
+    app.command("explain", epilog=explain.EXAMPLES, cls=OnceCommand)(explain.explain)
     app.command("softmax", epilog=softmax.EXAMPLES, cls=softmax.NumbersCommand)(softmax.softmax)
-    app.command("lookup", epilog=lookup.EXAMPLES)(lookup.lookup)
-    app.command("self", epilog=selfattn.EXAMPLES)(selfattn.self_attention)
-    app.command("trace", epilog=trace.EXAMPLES)(trace.trace)
+    app.command("lookup", epilog=lookup.EXAMPLES, cls=OnceCommand)(lookup.lookup)
+    app.command("self", epilog=selfattn.EXAMPLES, cls=OnceCommand)(selfattn.self_attention)
+    app.command("trace", epilog=trace.EXAMPLES, cls=OnceCommand)(trace.trace)
 
 
 _register()

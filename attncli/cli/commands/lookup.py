@@ -53,13 +53,14 @@ def lookup(
         metavar="QUERY...", show_default=False,
         help="Words or phrases to look up. A phrase (\"tropical fruit\") is the mean of its words' vectors.",
     )],
-    keys: Annotated[str | None, typer.Option(
+    keys: Annotated[list[str] | None, typer.Option(
         "--keys", "-k", metavar="A,B,C", show_default=False,
-        help="The keys, comma-separated words or phrases.",
+        help="The keys, comma-separated words or phrases; repeat it to add more (-k apple -k banana).",
     )] = None,
-    values: Annotated[str | None, typer.Option(
+    values: Annotated[list[str] | None, typer.Option(
         "--values", "-v", metavar="X,Y,Z", show_default=False,
-        help="One number per key; the output is their weighted sum. Without values: the weights alone.",
+        help="One number per key, comma-separated (repeat it to add more); the output is their weighted "
+             "sum. Without values: the weights alone.",
     )] = None,
     dict_file: Annotated[str | None, typer.Option(
         "--dict", "-d", metavar="FILE", show_default=False,
@@ -114,7 +115,8 @@ def lookup(
          svg=svg, html=html, title="attn lookup")
 
 
-def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None, settings: TextSettings):
+def _keys_and_values(keys: list[str] | None, values: list[str] | None, dict_file: str | None,
+                     settings: TextSettings):
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
     from attncli.readers import Matrix
 
@@ -153,12 +155,16 @@ def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None
     return names, Matrix(array, names, ["value"])
 
 
-def _split(option: str, text: str) -> list[str]:
-    """'a, b,c' -> ['a', 'b', 'c']; an empty item is a mistake worth naming."""
-    items = [item.strip() for item in text.split(",")]
-    if not all(items):
-        raise UsageError(f"{option} has an empty item in {text!r}", hint="separate items with single commas")
-    return items
+def _split(option: str, texts: list[str]) -> list[str]:
+    """['a, b,c', 'd'] -> ['a', 'b', 'c', 'd']: every time the option is given
+    adds its items; an empty item is a mistake worth naming."""
+    result = []
+    for text in texts:
+        items = [item.strip() for item in text.split(",")]
+        if not all(items):
+            raise UsageError(f"{option} has an empty item in {text!r}", hint="separate items with single commas")
+        result += items
+    return result
 
 
 @dataclass

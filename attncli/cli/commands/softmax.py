@@ -6,8 +6,8 @@ import re
 from typing import Annotated
 
 import typer
-from typer.core import TyperCommand
 
+from attncli.cli.command import OnceCommand
 from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.io import STDIN
 from attncli.cli.options import FormatOption, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
@@ -23,9 +23,10 @@ Examples:
 """
 
 SEPARATORS = re.compile(r"[\s,]+")
+DECIMAL_COMMA = re.compile(r"[+\-\u2212]?\d+,\d+")  # "1,5": 1.5 in much of Europe, or the numbers 1 and 5
 
 
-class NumbersCommand(TyperCommand):
+class NumbersCommand(OnceCommand):
     """A command whose arguments may be negative numbers: ``-1.0`` (or
     ``-1,-2``) is a number, not an unknown option. Options and their values
     stay where Click expects them; every other word goes after ``--``, in order."""
@@ -95,15 +96,33 @@ def read_numbers(words: list[str]):
         if words != [STDIN]:
             raise UsageError("give numbers or '-' (stdin), not both")
         text = sys.stdin.buffer.read().decode("utf-8-sig", errors="replace")
+        _one_reading(text.split(), "<stdin>", text)
         values = [_number(w, "<stdin>", text) for w in SEPARATORS.split(text.strip()) if w]
         if not values:
             raise AttnError("no numbers", source="<stdin>",
                             hint="expected numbers separated by spaces or commas")
     else:
+        _one_reading([w for arg in words for w in arg.split()], None, None)
         values = [_number(w, None, None) for arg in words for w in SEPARATORS.split(arg.strip()) if w]
         if not values:
             raise UsageError("no numbers given", hint="attn softmax 4.0 -1.0 2.1")
     return np.array(values, dtype=np.float64)
+
+
+def _one_reading(words: list[str], source: str | None, text: str | None) -> None:
+    """Refuse numbers that read two ways: among several words, '1,5' is 1.5
+    written with a decimal comma, or the numbers 1 and 5. (One word '3,2,1'
+    is a list, as is '30, 20, 10'.)"""
+    if len(words) < 2:
+        return
+    for word in words:
+        if DECIMAL_COMMA.fullmatch(word):
+            problem = f"{word!r} could be one number written with a decimal comma, or two numbers"
+            hint = f"write {word.replace(',', '.')} for one number; separate numbers by spaces or by commas, not both"
+            if source is None:
+                raise UsageError(problem, hint=hint)
+            line = text[: text.find(word)].count("\n") + 1 if text else None
+            raise AttnError(problem, source=source, line=line, hint=hint)
 
 
 def _number(word: str, source: str | None, text: str | None) -> float:
