@@ -118,18 +118,25 @@ def values_per_key(v: Matrix, k: Matrix) -> Matrix:
 
 
 def compute(problem: Problem, options: AttentionOptions) -> Steps:
-    """Every step, from the reference."""
+    """Every step, from the reference; the guard-rails' notes on the weights."""
+    from attncli.cli.guards import check_attention
     from attncli.core.reference import reference
 
-    return reference(problem.q.values, problem.k.values, problem.v.values, options)
+    steps = reference(problem.q.values, problem.k.values, problem.v.values, options)
+    check_attention(options, problem.queries, problem.k.shape[0], steps.weights, steps.logits)
+    return steps
 
 
 def compute_output(problem: Problem, options: AttentionOptions):
-    """The output alone, from the blocked kernel, with a progress bar on a terminal."""
+    """The output alone, from the blocked kernel, with a progress bar on a terminal
+    (and the notes that need no weights: queries that may attend to nothing)."""
+    from attncli.cli.guards import check_attention
     from attncli.core.kernel import blocked
 
     with progress_bar("attention") as progress:
-        return blocked(problem.q.values, problem.k.values, problem.v.values, options, progress=progress)
+        output = blocked(problem.q.values, problem.k.values, problem.v.values, options, progress=progress)
+    check_attention(options, problem.queries, problem.k.shape[0])
+    return output
 
 
 def output_matrix(problem: Problem, output) -> Emitted:
@@ -178,6 +185,7 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
     def view():  # Rich is imported only when a table or picture is shown
         from rich.text import Text
 
+        from attncli.cli.guards import rows_sum
         from attncli.output.render import heatmap, number_table, stack
 
         header = Text.assemble(
@@ -189,7 +197,7 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
         return stack(
             header,
             heatmap(steps.weights, rows, key_headers, precision=precision,
-                    title="weights = softmax(scores), each row sums to 1", allowed=steps.allowed),
+                    title=f"weights = softmax(scores), {rows_sum(options, n_q, n_k)}", allowed=steps.allowed),
             number_table(steps.output, rows, problem.columns, precision=precision,
                          title="output = weights · V"),
             readings(problem, steps, precision),

@@ -50,8 +50,8 @@ Row = tuple[int, list[str]]  # (line number, cells)
 
 
 def is_comment(line: str) -> bool:
-    """A line starting with # that does not start with a colour code (#8517dc)."""
-    stripped = line.lstrip()
+    """A line starting with # (after spaces; a tab is an empty cell) that does not start with a colour code."""
+    stripped = line.lstrip(" ")
     return stripped.startswith("#") and not COLOUR.match(stripped)
 
 

@@ -115,6 +115,7 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
 
     from rich.text import Text
 
+    from attncli.cli.guards import rows_sum
     from attncli.output.render import heatmap, number_table, stack
 
     q, k, v = problem.q.values, problem.k.values, problem.v.values
@@ -152,7 +153,7 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
                 "Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: "
                 "e^x / Σ e^x, so the biggest score gets the most weight. Brighter = more attention."),
         heatmap(steps.weights, rows, key_cols, precision=precision, allowed=steps.allowed,
-                title="weights, each row sums to 1"),
+                title=f"weights, {rows_sum(options, n_q, n_k)}"),
         heading("Output: weights · V",
                 "Each query's output is the values added up, each times the query's weight for its key:"),
         Text(weighted_sum(label, steps.weights[i], v, steps.output[i], precision,

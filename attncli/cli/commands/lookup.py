@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.guards import check_attention
 from attncli.cli.io import source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
@@ -108,6 +109,7 @@ def lookup(
 
     v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
     steps = reference(q, k, v, options)
+    check_attention(options, queries, len(key_names), steps.weights, steps.logits)
     which = (emit_which or (Emit.output if value_matrix is not None else Emit.weights)).value
     if which == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.guards import check_attention
 from attncli.cli.io import check_stdin_once, source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
@@ -189,6 +190,7 @@ def self_attention(
                          hint=f"heads are numbered from 0 to {heads - 1}")
     steps, random = compute_self(problem, options, heads=heads, seed=problem.settings.seed,
                                  d_attn=problem.settings.d_attn, d_out=problem.settings.d_out)
+    check_attention(options, problem.queries, len(problem.keys), steps.heads.weights, steps.heads.logits, heads)
     settings = {"seed": problem.settings.seed, "random": random, "options": options, "head": head}
     result = self_result(problem, steps, settings, precision)
     emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn self")
@@ -428,6 +430,7 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     """Header, one heatmap per head (or the one --head asks for), the output."""
     from rich.text import Text
 
+    from attncli.cli.guards import rows_sum
     from attncli.output.render import heatmap, number_table, stack
 
     n_head = dims["heads"]
@@ -445,8 +448,9 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
                            f"{steps.output.shape[0]}×{dims['d_out']}\n", " · ".join(details))
     parts: list = [header]
     shown = range(n_head) if settings["head"] is None else [settings["head"]]
+    sums = rows_sum(settings["options"], len(problem.queries), len(problem.keys))
     for h in shown:
-        title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, each row sums to 1"
+        title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, {sums}"
         parts.append(heatmap(steps.weights[h], problem.queries, problem.keys, precision=precision,
                              title=title, allowed=None if allowed is None else allowed[h]))
     if "wo" in problem.weights:
