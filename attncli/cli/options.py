@@ -16,6 +16,7 @@ import typer
 from attncli.cli.emit import MATRIX_FORMATS, Format
 from attncli.core.options import CAUSAL_ALIGNS, SIMILARITIES
 from attncli.errors import AttnError, UsageError
+from attncli.vectors.table import UNKNOWN_POLICIES
 
 if TYPE_CHECKING:
     from attncli.cli.settings import BundleSettings
@@ -117,6 +118,13 @@ VectorsOption = Annotated[str | None, typer.Option(
 WordsOption = Annotated[str | None, typer.Option(
     "--words", metavar="FILE", show_default=False,
     help="For a .npy --vectors matrix: its words, one per line, in row order.",
+)]
+Unknown = Enum("Unknown", {name: name for name in UNKNOWN_POLICIES}, type=str)  # type: ignore[misc]
+UNKNOWN_IS_AN_ERROR = Unknown("error")  # the default of --unknown
+UnknownOption = Annotated[Unknown, typer.Option(
+    "--unknown",
+    help="A word the vectors do not have: error (name it, and the nearest known word), skip (leave it out; "
+         "a phrase is the mean of its known words) or zero (a vector of zeros). A note names the words.",
 )]
 
 

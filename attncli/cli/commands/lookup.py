@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -14,6 +14,7 @@ from attncli.cli.io import source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
+    UNKNOWN_IS_AN_ERROR,
     AttentionFlags,
     Emit,
     FormatOption,
@@ -21,6 +22,7 @@ from attncli.cli.options import (
     PrecisionOption,
     ReadFlags,
     SvgOption,
+    UnknownOption,
     VectorsOption,
     WordsOption,
     attention_options,
@@ -28,12 +30,13 @@ from attncli.cli.options import (
 )
 from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named
-from attncli.cli.words import word_vectors
+from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
 
 if TYPE_CHECKING:
     from attncli.readers import TextSettings
+    from attncli.vectors.table import Embedded
 
 EXAMPLES = """\b
 Examples:
@@ -70,6 +73,7 @@ def lookup(
     )] = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
+    unknown: UnknownOption = UNKNOWN_IS_AN_ERROR,
     model: Annotated[str | None, typer.Option(
         "--model", "-m", metavar="DIR", show_default=False,
         help="Embed each query and key as a whole sentence with a BERT-family sentence model "
@@ -95,18 +99,28 @@ def lookup(
     exactly as `attn run`, and the values are blended by those weights.
     Matching is case-insensitive.
     """
-    key_names, value_matrix = _keys_and_values(keys, values, dict_file, reading.settings())
-    space = embedding(model, vectors, words_file, [*queries, *key_names])
-    q = space.embed(queries)  # [n_q, d]
-    k = space.embed(key_names)  # [n_k, d]
-    options = attention.build()
-    if model is not None:  # unit-length embeddings: the dot is a cosine, scored as one (scale 1)
-        options = options.but(similarity="cosine")
-
     import numpy as np
 
     from attncli.core.reference import reference
+    from attncli.readers import Matrix
 
+    key_names, value_matrix = _keys_and_values(keys, values, dict_file, reading.settings())
+    if model is not None and unknown.value != "error":
+        raise UsageError("--unknown is for word vectors; --model embeds any text")
+    space = embedding(model, vectors, words_file, [*queries, *key_names])
+    found_q = space.embed(queries, unknown.value)
+    found_k = space.embed(key_names, unknown.value)
+    queries, q = [queries[i] for i in found_q.kept], found_q.vectors  # [n_q, d]
+    key_names, k = [key_names[i] for i in found_k.kept], found_k.vectors  # [n_k, d]
+    for what, left in (("query", queries), ("key", key_names)):
+        if not left:
+            raise AttnError(f"no {what} has a word in {space.name}", hint="--unknown skip left them all out")
+    note_unknown(list(dict.fromkeys(found_q.unknown + found_k.unknown)), unknown.value, space.name)
+    if value_matrix is not None and len(found_k.kept) < value_matrix.shape[0]:
+        value_matrix = Matrix(value_matrix.values[found_k.kept], key_names, value_matrix.col_labels)
+    options = attention.build()
+    if model is not None:  # unit-length embeddings: the dot is a cosine, scored as one (scale 1)
+        options = options.but(similarity="cosine")
     v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
     steps = reference(q, k, v, options)
     check_attention(options, queries, len(key_names), steps.weights, steps.logits)
@@ -176,21 +190,22 @@ class Embedding:
     name: str
     dim: int
     words: int | None  # the table's size; None for a model
-    embed: Callable[[list[str]], Any]  # texts -> [n, dim]
+    embed: Callable[[list[str], str], Embedded]  # (texts, what to do with unknown words) -> their vectors
 
 
 def embedding(model: str | None, vectors: str | None, words_file: str | None, texts: list[str]) -> Embedding:
     """A sentence model given with --model, else word vectors (see ``word_vectors``)."""
     if model is None:
         table = word_vectors(vectors, words_file, texts)
-        return Embedding(table.name, table.dim, len(table), table.phrases)
+        return Embedding(table.name, table.dim, len(table), table.embed)
     if vectors is not None or words_file is not None:
         raise UsageError("give --model or --vectors, not both")
     from attncli.models import load_model, sentence_embeddings
+    from attncli.vectors.table import Embedded
 
     loaded = load_model(model)
     return Embedding(f"{loaded.name} (sentence embeddings)", loaded.config.d_model, None,
-                     lambda texts: sentence_embeddings(loaded, texts))
+                     lambda texts, _: Embedded(sentence_embeddings(loaded, texts), list(range(len(texts))), []))
 
 
 def _result(queries, keys, value_matrix, space: Embedding, steps, options, precision) -> Result:

@@ -23,6 +23,7 @@ from attncli.cli.io import check_stdin_once, source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
+    UNKNOWN_IS_AN_ERROR,
     AttentionFlags,
     Emit,
     FormatOption,
@@ -30,6 +31,7 @@ from attncli.cli.options import (
     PrecisionOption,
     ReadFlags,
     SvgOption,
+    UnknownOption,
     VectorsOption,
     WordsOption,
     attention_options,
@@ -38,7 +40,7 @@ from attncli.cli.options import (
 from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named, read_named
 from attncli.cli.settings import BundleSettings, given_on_command_line
-from attncli.cli.words import word_vectors
+from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import plural
 
@@ -156,6 +158,7 @@ def self_attention(
     d_out: DOutOption = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
+    unknown: UnknownOption = UNKNOWN_IS_AN_ERROR,
     columns: ColumnsOption = False,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
@@ -183,6 +186,7 @@ def self_attention(
     problem = load_self_problem(
         source, context, {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo},
         attention, own, given_on_command_line(ctx, SELF_SETTINGS), reading.settings(), (vectors, words_file),
+        unknown.value,
     )
     heads, options = problem.settings.heads, problem.options
     if head is not None and head >= heads:
@@ -230,10 +234,11 @@ class SelfProblem:
 
 def load_self_problem(source: str, context: str | None, files: dict, attention: AttentionFlags,
                       own: SelfSettings, given: frozenset[str], text: TextSettings,
-                      vectors: tuple[str | None, str | None]) -> SelfProblem:
+                      vectors: tuple[str | None, str | None], unknown: str = "error") -> SelfProblem:
     """Read X (a file, a bundle or a sentence), the context, the weight files, the mask and the bias.
 
-    ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table.
+    ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table;
+    ``unknown`` what to do with a word they do not have (error, skip, zero).
     Files named on the command line take the place of the bundle's entries, and options typed on
     the command line the place of its settings (``given``: which of ``own`` were typed).
     With ``columns``, X, Z and every W are transposed (biases are vectors either way).
@@ -280,12 +285,16 @@ def load_self_problem(source: str, context: str | None, files: dict, attention: 
     sentences = [s for s, is_file in ((source, x_is_file), (context, z_is_file)) if s is not None and not is_file]
     if sentences:
         table = word_vectors(*vectors, sentences)
+        missing: list[str] = []
         if not x_is_file:
-            entries["x"] = _sentence_matrix(source, table)
+            entries["x"] = _sentence_matrix(source, table, unknown, missing)
         if context is not None and not z_is_file:
-            entries["context"] = _sentence_matrix(context, table)
+            entries["context"] = _sentence_matrix(context, table, unknown, missing)
+        note_unknown(list(dict.fromkeys(missing)), unknown, table.name)
     elif vectors != (None, None):
         raise UsageError("--vectors turns the words of a sentence into rows, but X and Z are files")
+    elif unknown != "error":
+        raise UsageError("--unknown is about the words of a sentence, but X and Z are files")
     weights = {name: entries[name] for name in WEIGHTS if name in entries}
     return SelfProblem(entries["x"], entries.get("context"), weights, attention.build(mask, bias), own, meta)
 
@@ -320,15 +329,21 @@ def _transposed(m):
     return Matrix(m.values.T, m.col_labels, m.row_labels)
 
 
-def _sentence_matrix(text: str, table):
-    """One row per word of the sentence: its vector, labelled by the word."""
+def _sentence_matrix(text: str, table, unknown: str, missing: list[str]):
+    """One row per word of the sentence: its vector, labelled by the word; a
+    word the table does not have is an error, left out or zeros (``unknown``),
+    and added to ``missing``."""
     from attncli.readers import Matrix
     from attncli.vectors.table import phrase_words
 
     words = phrase_words(text)
     if not words:
         raise AttnError(f"no words in {text!r}", hint="give a sentence or a matrix file")
-    return Matrix(table.lookup(words), words, None)
+    found = table.embed(words, unknown)  # each word its own one-word phrase
+    if not found.kept:
+        raise AttnError(f"no word of {text!r} is in {table.name}", hint="--unknown skip left them all out")
+    missing += found.unknown
+    return Matrix(found.vectors, [words[i] for i in found.kept], None)
 
 
 def compute_self(problem: SelfProblem, options: AttentionOptions, *, heads: int, seed: int, d_attn: int | None,
