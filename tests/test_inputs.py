@@ -291,3 +291,10 @@ def test_self_bundle_settings(attn, tmp_path):
     out = attn.json("self", tmp_path / "c.yaml")
     assert len(out["queries"]) == 3 and out["d_in"] == 2
     assert len(attn.json("self", tmp_path / "c.yaml", "--rows")["queries"]) == 2
+
+
+@pytest.mark.parametrize("style", [s for s in SAVED if not s.endswith(".npy")])
+def test_every_way_of_saving_works_from_stdin(attn, style):
+    q, k, v = files(style)
+    out, _ = attn.json_and_notes("run", "-", k, v, input=q.read_bytes())
+    np.testing.assert_allclose(out["output"], EXPECTED["plain"], rtol=1e-13, atol=1e-15)

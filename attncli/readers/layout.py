@@ -9,9 +9,11 @@ The rules (the README's "Input files" says the same):
 
 - Excel's first line ``sep=;`` names the delimiter.
 - Otherwise the delimiter is the first of tab, ``;`` and ``,`` found in every
-  one of the first 50 lines (outside quotes): tabs and semicolons never occur
-  inside a number, commas can be decimal commas. None found: the format's own
-  (``,`` for CSV, tab for TSV, runs of spaces for text).
+  one of the first 50 lines (outside quotes) that splits them into rows of
+  numbers (after any label column): tabs and semicolons never occur inside a
+  number, commas can be decimal commas. If none splits them so, the first
+  found; none found: the format's own (``,`` for CSV, tab for TSV, runs of
+  spaces for text).
 - The decimal mark is ``.``, unless cells are separated by something else
   than commas, no number is written with a point, and some are written with a
   comma (``1,5``): then ``,``.
@@ -67,12 +69,24 @@ def find_delimiter(lines: Sequence[str], default: str, settings: TextSettings) -
         return settings.delimiter
     sample = [QUOTED.sub("", line) for line in lines[:SAMPLE_LINES]]
     candidates = [d for d in DELIMITERS if not (d == "," and settings.decimal == ",")]
-    for delimiter in candidates:
-        if sample and all(delimiter in line for line in sample):
+    found = [d for d in candidates if sample and all(d in line for line in sample)]
+    for delimiter in found:
+        if _splits_into_numbers(sample, delimiter):
             return delimiter
+    if found:
+        return found[0]
     if default == "," and settings.decimal == ",":
         return ";"  # decimal commas: the cells cannot be separated by commas too
     return default
+
+
+def _splits_into_numbers(lines: Sequence[str], delimiter: str) -> bool:
+    """Does ``delimiter`` split every line but a header into numbers, after any first column of labels?"""
+    marks = [Numbers(".", booleans=True)] + ([Numbers(",", booleans=True)] if delimiter != "," else [])
+    rows = [[cell.strip() for cell in line.split(delimiter)] for line in lines]
+    body = rows[1:] or rows  # the first line may be a header
+    return len({len(cells) for cells in body}) == 1 and all(
+        any(number(c) is not None for number in marks) for cells in body for c in cells[1:])
 
 
 @dataclass(frozen=True)
@@ -129,10 +143,8 @@ def find_layout(rows: Sequence[Row], number: Callable[[str], float | None], sett
     below = rows[1:]
     pandas_corner = len(first) > 1 and first[0] == "" and all(first[1:])
 
-    def text_column(data: Sequence[Row]) -> bool:
-        return bool(data) and all(number(cells[0]) is None for _, cells in data)
-
-    labels_below = settings.labels if settings.labels is not None else (pandas_corner or text_column(below))
+    text_below = bool(below) and all(number(cells[0]) is None for _, cells in below)  # a column of labels below?
+    labels_below = settings.labels if settings.labels is not None else (pandas_corner or text_below)
     values = first[1:] if labels_below else first  # the first row's cells right of any label column
     choices = []
     if settings.header is not None:
@@ -156,7 +168,7 @@ def find_layout(rows: Sequence[Row], number: Callable[[str], float | None], sett
     if settings.labels is not None:
         labels = settings.labels
     elif header:
-        labels = pandas_corner or text_column(below)
+        labels = pandas_corner or text_below
     else:
-        labels = text_column(rows)
+        labels = number(first[0]) is None and (text_below or not below)
     return Layout(header, labels, choices)
