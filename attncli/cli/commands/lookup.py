@@ -42,6 +42,8 @@ EXAMPLES = """\b
 Examples:
   attn lookup fruit --keys apple,banana,chair
   attn lookup fruit --keys apple,banana,chair --values 10,5,2
+  attn lookup fruit -k apple -k banana -k chair      # repeated, keys add up
+  attn lookup fruit --keys apple,zuko --unknown skip  # zuko: not in GloVe
   attn lookup fruit --dict samples/fruit.yaml
   attn lookup "tropical fruit" --keys apple,banana,chair
   attn lookup king --keys queen,man,chair --vectors glove.6B.300d.txt

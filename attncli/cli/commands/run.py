@@ -27,6 +27,8 @@ Examples:
   cat q.csv | attn run - k.csv v.csv | jq .output
   attn run q.npy k.npy v.npy -f npy --emit weights > w.npy
   attn run q.csv k.csv v.csv --causal --scale 0.5 --mask mask.csv
+  attn run q.npy k.npy v.npy --bias attn_mask.npy  # PyTorch's float attn_mask is added
+  attn run q.csv k.csv v.csv --no-header           # a first row 0,1,… is data, not pandas' names
   attn run samples/colors.yaml --svg colors.svg --html colors.html
 """
 

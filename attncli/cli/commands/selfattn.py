@@ -57,6 +57,7 @@ Examples:
   attn self samples/three_spaces.yaml        # one bundle: x, and any of context, wq ... bo
   attn self x.csv --columns --wq wq.csv --wk wk.csv --wv wv.csv  # seed 004: vectors as columns
   attn self "she made her uncle tea" --heads 2 -f npy --emit weights > w.npy
+  attn self "Zuko made his uncle tea" --unknown zero     # seed 001: Zuko is not in GloVe
 """
 
 # Bundle entries, and the names the maths and messages use for them.
