@@ -203,6 +203,13 @@ def test_json_lines_and_records():
 def test_a_float_mask_of_zeros_is_a_bias_as_in_pytorch(attn):
     out = attn.json("run", *files("{name}.npy"), "--bias", INPUTS / "float_zeros.npy")
     np.testing.assert_allclose(out["output"], EXPECTED["bias_zeros"], rtol=1e-6)  # float32 bias, float64 inputs
+    masked, notes = attn.json_and_notes("run", *files("{name}.npy"), "--mask", INPUTS / "float_zeros.npy")
+    assert masked["output"] == [[0, 0]] * 3  # the user's word: a mask of 0s forbids every pair, and is told so
+    assert notes == [f"{INPUTS / 'float_zeros.npy'}: the mask's cells are all 0, so no query may attend to any "
+                     "key; if it is PyTorch's float attn_mask, which is added to the scores, give the file as "
+                     "--bias FILE",
+                     "queries q0, q1, q2 may attend to no key (the mask forbids every key): their weights and "
+                     "outputs are 0"]
     line = attn.fails("run", *files("{name}.npy"), "--mask", INPUTS / "float_additive.npy")
     assert line.endswith("the mask holds -inf, but a mask holds only 1 (may attend) and 0 (may not) "
                          "(to add numbers to the scores, give the file as --bias FILE)")
@@ -285,6 +292,7 @@ def test_self_bundle_settings(attn, tmp_path):
     out = attn.json("self", tmp_path / "s.yaml")
     assert (out["heads"], out["seed"], out["causal"]) == (2, 3, "top-left")
     assert np.array(out["weights"]).shape == (2, 3, 3)
+    assert "three tokens" in attn("self", tmp_path / "s.yaml", "-f", "table").stdout  # the description, shown
     out = attn.json("self", tmp_path / "s.yaml", "--heads", "1", "--seed", "0", "--no-causal")
     assert (out["heads"], out["seed"], out["causal"]) == (1, 0, False)
     (tmp_path / "c.yaml").write_text("x: [[1, 2, 3], [4, 5, 6]]\ncolumns: true\n")  # seed 004's columns

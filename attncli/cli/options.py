@@ -186,11 +186,19 @@ def setting_names() -> list[str]:
     return [name for name in ATTENTION_OPTIONS if name not in FILE_OPTIONS]
 
 
-def allowed_cells(matrix: Matrix, source: str, hint: str) -> Any:
-    """A mask as read -> bool [rows, cols], True where a query may attend. A
-    mask says where, never how much: a cell other than 0/1 (true/false) is
-    refused, with ``hint`` saying how to give numbers to add to the scores."""
+# How to give a mask's numbers as a bias instead, by where the mask came from.
+AS_BIAS = {"file": "give the file as --bias FILE", "entry": "name the entry bias"}
+
+
+def allowed_cells(matrix: Matrix, source: str, given_as: str) -> Any:
+    """A mask as read (``given_as`` "file" or bundle "entry") -> bool [rows,
+    cols], True where a query may attend. A mask says where, never how much:
+    a cell other than 0/1 (true/false) is refused, saying how to give it as a
+    bias; a mask of numbers that are all 0 gets a note saying the same, as it
+    is likely PyTorch's additive float mask (which 0 leaves unchanged)."""
     import numpy as np
+
+    from attncli.cli.notes import note
 
     values = np.asarray(matrix.values)
     if values.dtype == bool:
@@ -198,7 +206,10 @@ def allowed_cells(matrix: Matrix, source: str, hint: str) -> Any:
     if not np.isin(values, (0, 1)).all():
         other = values[~np.isin(values, (0, 1))].flat[0]
         raise AttnError(f"the mask holds {other:g}, but a mask holds only 1 (may attend) and 0 (may not)",
-                        source=source, hint=hint)
+                        source=source, hint=f"to add numbers to the scores, {AS_BIAS[given_as]}")
+    if not values.any():
+        note(f"the mask's cells are all 0, so no query may attend to any key; if it is PyTorch's float "
+             f"attn_mask, which is added to the scores, {AS_BIAS[given_as]}", source)
     return values.astype(bool)
 
 

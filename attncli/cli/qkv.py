@@ -58,8 +58,6 @@ class Problem:
 BUNDLE_ENTRIES = ("q", "k", "v", "mask", "bias")
 # A bundle's plain settings that are not attention options, and their types.
 BUNDLE_META: dict[str, Any] = {"description": str, "rgb": bool}
-MASK_AS_BIAS = {"file": "to add numbers to the scores, give the file as --bias FILE",
-                "entry": "to add numbers to the scores, name the entry bias"}
 
 
 def load_problem(files: list[str], attention: AttentionFlags, text: TextSettings) -> Problem:
@@ -93,14 +91,14 @@ def load_problem(files: list[str], attention: AttentionFlags, text: TextSettings
         meta = settings.fill({}, BUNDLE_META, frozenset())
         q, k, v = entries["q"], entries["k"], entries["v"]
         if "mask" in entries:
-            mask = allowed_cells(entries["mask"], source, MASK_AS_BIAS["entry"])
+            mask = allowed_cells(entries["mask"], source, "entry")
         if "bias" in entries:
             bias = entries["bias"].values
     else:
         q, k, v = (read_matrix_named(f, text) for f in files)
     if attention.mask is not None:
         mask = allowed_cells(read_matrix_named(attention.mask, text, mask=True), source_name(attention.mask),
-                             MASK_AS_BIAS["file"])
+                             "file")
     if attention.bias is not None:
         bias = read_matrix_named(attention.bias, text, bias=True).values
     return Problem(q, k, values_per_key(v, k), attention.build(mask, bias), meta, masked=mask is not None)

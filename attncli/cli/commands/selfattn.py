@@ -245,7 +245,6 @@ def load_self_problem(source: str, context: str | None, files: dict, attention: 
     With ``columns``, X, Z and every W are transposed (biases are vectors either way).
     """
     from attncli.cli.options import allowed_cells, setting_names
-    from attncli.cli.qkv import MASK_AS_BIAS
 
     x_is_file, z_is_file = is_file_name(source), context is not None and is_file_name(context)
     check_stdin_once([source if x_is_file else None, context if z_is_file else None, *files.values(),
@@ -270,12 +269,12 @@ def load_self_problem(source: str, context: str | None, files: dict, attention: 
             entries[name] = read_matrix_named(path, text)
     mask = bias = None
     if "mask" in entries:
-        mask = allowed_cells(entries.pop("mask"), source_name(source), MASK_AS_BIAS["entry"])
+        mask = allowed_cells(entries.pop("mask"), source_name(source), "entry")
     if "bias" in entries:
         bias = entries.pop("bias").values
     if attention.mask is not None:
         mask = allowed_cells(read_matrix_named(attention.mask, text, mask=True), source_name(attention.mask),
-                             MASK_AS_BIAS["file"])
+                             "file")
     if attention.bias is not None:
         bias = read_matrix_named(attention.bias, text, bias=True).values
     if own.columns:
@@ -459,9 +458,11 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     details = [sizes, f"{plural(n_head, 'head')} of d_head {dims['d_head']}",
                describe(steps.heads, dims["d_head"], settings["options"]), seed]
     allowed = steps.heads.allowed
+    description = problem.meta.get("description")
     header = Text.assemble((kind + " ", "bold"),
                            f"X {problem.x.shape[0]}×{dims['d_in']}{z_part} → output "
-                           f"{steps.output.shape[0]}×{dims['d_out']}\n", " · ".join(details))
+                           f"{steps.output.shape[0]}×{dims['d_out']}\n", f"{description}\n" if description else "",
+                           " · ".join(details))
     parts: list = [header]
     shown = range(n_head) if settings["head"] is None else [settings["head"]]
     sums = rows_sum(settings["options"], len(problem.queries), len(problem.keys))
