@@ -7,6 +7,7 @@ stderr, and that line (after ``attn: error: ``) equal to the message, or
 starting with it when the row's message ends in ``…`` (Click's own wording).
 """
 
+import gzip
 import io
 
 import numpy as np
@@ -50,6 +51,10 @@ CATALOGUE = [
     ("Excel workbook named .csv", {"q.csv": b"PK\x03\x04\x14\x00\x06\x00"}, ["run", "{d}/q.csv", *KV], 1,
      "{d}/q.csv: is a zip archive (an Excel .xlsx workbook, or an NPZ archive), not text "
      "(save a sheet as CSV UTF-8, or name an NPZ archive .npz)"),
+    ("NPY named .csv", {"q.csv": npy(np.ones((1, 3)))}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is an NPY array, not text (name it .npy)"),
+    ("gzip named .csv", {"q.csv": gzip.compress(b"1,2,3\n")}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is gzip-compressed, not text (decompress it first: gunzip)"),
     ("binary data named .csv", {"q.csv": bytes(range(1, 32)) * 4}, ["run", "{d}/q.csv", *KV], 1,
      "{d}/q.csv: is binary data, not text "
      "(attn reads CSV, TSV, YAML and JSON text, or NPY/NPZ arrays by their extension)"),
@@ -69,6 +74,11 @@ CATALOGUE = [
      '{d}/q.csv:1: cannot split the line: a quote is opened but never closed '
      '(quote a label that holds a comma: "a, b")'),
     ("stdin bad cell", {}, ["run", "-", *KV], 1, "<stdin>:1: column 2: 'x' is not a number", "1,x,3\n"),
+    ("ragged semicolon rows", {"q.csv": "1;2;3\n4;5\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: row has 2 values, expected 3 like the first row "
+     "(every row needs the same number of columns; cells are split at each semicolon)"),
+    ("labels without numbers", {"q.csv": "apple\nbanana\n"}, ["run", "{d}/q.csv", *KV, "--no-header"], 1,
+     "{d}/q.csv:1: 'apple' is not a number (a label column needs numbers beside it)"),
     ("decimal comma among points", {"q.csv": "1.5;2;3\n2,5;3;4\n"}, ["run", "{d}/q.csv", *KV], 1,
      "{d}/q.csv:2: column 1: '2,5' is not a number (the decimal mark of this file is '.')"),
     ("decimal point with --decimal ,", {"q.csv": "1;2.5;3\n"}, ["run", "{d}/q.csv", *KV, "--decimal", ","], 1,
@@ -165,6 +175,8 @@ CATALOGUE = [
      ["run", "{d}/b.json"], 1, "{d}/b.json: similarity: expected dot or cosine, found 'cos'"),
     ("bundle scale not positive", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nscale: 0\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:4: scale must be a positive finite number, got 0.0"),
+    ("bundle setting without a value", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nscale: ~\n"},
+     ["run", "{d}/b.yaml"], 1, "{d}/b.yaml:4: scale: a value is missing"),
     ("bundle setting not a number", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ntemperature: hot\n"},
      ["run", "{d}/b.yaml"], 1, "{d}/b.yaml:4: temperature: expected a number, found 'hot'"),
     ("CSV as bundle", {"q.csv": "1\n"}, ["run", "{d}/q.csv"], 1,

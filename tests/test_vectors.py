@@ -149,14 +149,14 @@ def test_a_long_word_builds_no_candidates(glove, monkeypatch):
 
 
 def test_the_letter_count_filter_keeps_every_word_within_two_edits(glove):
-    """_within2 against brute force: the most frequent word at distance <= 2, over the first 3,000 words."""
+    """_within2 against brute force: the most frequent word at distance <= 2, over the first 2,000 words."""
     import random
 
     from attncli.vectors.table import WordVectors, _osa_distance
 
-    small = WordVectors(glove.words[:3000], glove.vectors[:3000])
+    small = WordVectors(glove.words[:2000], glove.vectors[:2000])
     rng = random.Random(0)
-    for word in rng.sample(small.words, 60) + ["naïve", "x-ray's", "zzzz"]:
+    for word in rng.sample(small.words, 25) + ["naïve", "x-ray's", "zzzz"]:
         typo = list(word)
         for _ in range(rng.randint(1, 2)):
             i = rng.randrange(len(typo) + 1)
