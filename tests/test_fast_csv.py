@@ -16,6 +16,9 @@ CLEAN = [
     b"x, y ,z\n 1 , 2,3 \n4,5,6\n\n\n",
     b"1\n2\n3",
     b"1e5,-2.5E-3,+.5,7.\n0,-0,1e-400,3\n",
+    b"0,1,2\n0.5,1,2\n3,4,5\n",  # pandas' names for unnamed columns over floats: a header, with a choice
+    b"0,1\n1,0\n0,1\n",  # 0,1 over whole numbers: data, with a choice
+    b"0,1\n1e3,0\n",
 ]
 FALLBACK = [  # awkward inputs: the same result either way, errors from the slow path
     b"1,2\n3\n", b"1,,2\n", b"1,2\n\n3,4\n", b"nan,1\n", b"inf,1\n", b"1e400,1\n", b"1,2e\n",
@@ -34,7 +37,7 @@ def outcome(read):
         m = read()
     except AttnError as e:
         return "error", str(e)
-    return m.values.dtype, m.values.tolist(), m.row_labels, m.col_labels
+    return m.values.dtype, m.values.tolist(), m.row_labels, m.col_labels, m.choices
 
 
 @pytest.mark.parametrize("data", CLEAN)

@@ -136,6 +136,15 @@ class Layout:
     choices: list[Choice] = field(default_factory=list)
 
 
+def pandas_header(header: bool, source: str, line: int) -> Choice:
+    """The reading of a first row 0,1,…,n-1: names when the rows below are not all whole numbers."""
+    if header:
+        return Choice("read the first row 0,1,… as column names, as pandas writes them for unnamed columns: "
+                      "the rows below are not whole numbers", source, line, "header", False, "reads it as data")
+    return Choice("read the first row 0,1,… as data, though pandas writes such a row to name unnamed columns: "
+                  "the rows below are whole numbers too", source, line, "header", True, "reads it as column names")
+
+
 def find_layout(rows: Sequence[Row], number: Callable[[str], float | None], settings: TextSettings,
                 source: str) -> Layout:
     """Header row and label column of rows that are not blank (see the module's rules)."""
@@ -155,14 +164,7 @@ def find_layout(rows: Sequence[Row], number: Callable[[str], float | None], sett
         written_otherwise = any(not PLAIN_INTEGER.fullmatch(c) for _, cells in below
                                 for c in (cells[1:] if labels_below else cells))
         header = written_otherwise
-        if header:
-            choices.append(Choice("read the first row 0,1,… as column names, as pandas writes them for unnamed "
-                                  "columns: the rows below are not whole numbers",
-                                  source, first_line, "header", False, "reads it as data"))
-        else:
-            choices.append(Choice("read the first row 0,1,… as data, though pandas writes such a row to name "
-                                  "unnamed columns: the rows below are whole numbers too",
-                                  source, first_line, "header", True, "reads it as column names"))
+        choices.append(pandas_header(header, source, first_line))
     else:
         header = False
     if settings.labels is not None:

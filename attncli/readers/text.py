@@ -24,6 +24,7 @@ from attncli.readers.layout import (
     find_delimiter,
     find_layout,
     is_comment,
+    pandas_header,
     sep_line,
 )
 from attncli.readers.limits import LINE, check_text
@@ -50,7 +51,8 @@ def read_text(data: bytes, source: str, fmt: str, request: Request) -> Matrix:
     """One matrix from CSV, TSV or whitespace-separated text (``fmt``):
     at C speed when the text is plain numbers, else cell by cell."""
     check_text(data, source, SEPARATORS[fmt])
-    return read_delimited_fast(data, fmt, request) or read_delimited(decode_text(data, source), source, fmt, request)
+    return read_delimited_fast(data, fmt, request, source) or \
+        read_delimited(decode_text(data, source), source, fmt, request)
 
 
 def read_delimited(text: str, source: str, fmt: str, request: Request = NUMBERS) -> Matrix:
@@ -116,7 +118,7 @@ BLANK_BYTES = b" \t\r\n"
 FAST_DELIMITERS = {"csv": b",", "tsv": b"\t"}
 
 
-def read_delimited_fast(data: bytes, fmt: str, request: Request = NUMBERS) -> Matrix | None:
+def read_delimited_fast(data: bytes, fmt: str, request: Request = NUMBERS, source: str = "") -> Matrix | None:
     """CSV/TSV of plain numbers (and an optional header row) at C speed, or None.
 
     numpy's C text parser (``np.loadtxt``) reads the numbers; this returns
@@ -125,9 +127,10 @@ def read_delimited_fast(data: bytes, fmt: str, request: Request = NUMBERS) -> Ma
     other than digits, signs, points, exponents and the format's separator in
     the body (so no NaN, inf, hex, labels, comments, semicolons or decimal
     commas, which the cell-by-cell reader decides), quotes, a header it cannot
-    vouch for or a first row that could be names or data, lone carriage
-    returns, settings it does not apply, or anything loadtxt itself refuses.
-    So both paths give the same arrays and errors.
+    vouch for, lone carriage returns, settings it does not apply, or anything
+    loadtxt itself refuses. So both paths give the same arrays, choices
+    (a first row 0,1,…,n-1 is pandas' names when the rest is not whole
+    numbers: ``layout.find_layout``'s rule) and errors.
     """
     import io
     import warnings
@@ -146,13 +149,20 @@ def read_delimited_fast(data: bytes, fmt: str, request: Request = NUMBERS) -> Ma
         return None
     first = data[: data.find(b"\n") % (len(data) + 1)]  # the first line (no copy of the rest)
     col_labels = None
+    choices = []
     if first.translate(None, NUMBER_BYTES + BLANK_BYTES + sep):  # not a row of numbers: a header?
         col_labels = None if settings.header is False else _header(first, sep)
         if col_labels is None:
             return None
         data = data[len(first) + 1 :]
-    elif settings.header is None and _counts_up(first, sep):
-        return None  # 0,1,…,n-1: pandas' names or data, the cell-by-cell reader decides and says which
+    elif settings.header is None and _counts_up(first, sep):  # 0,1,…,n-1: pandas' names, or data
+        rest = data[len(first) + 1 :]
+        if not rest.strip():
+            return None
+        if rest.translate(None, b"0123456789+-" + BLANK_BYTES + sep):  # a point or an exponent: not whole numbers
+            col_labels = [c.strip().decode() for c in first.split(sep)]
+            data = rest
+        choices.append(pandas_header(col_labels is not None, source, 1))
     if not first.strip() or data.translate(None, NUMBER_BYTES + BLANK_BYTES + sep):
         return None
     try:
@@ -165,7 +175,7 @@ def read_delimited_fast(data: bytes, fmt: str, request: Request = NUMBERS) -> Ma
     if values.size == 0 or col_labels is not None and len(col_labels) != values.shape[1] \
             or first_bad(values, request.special):
         return None
-    return Matrix(values, None, col_labels)
+    return Matrix(values, None, col_labels, choices=choices)
 
 
 def _counts_up(line: bytes, sep: bytes) -> bool:
