@@ -132,8 +132,9 @@ def self_attention(
     source: Annotated[str, typer.Argument(
         metavar="X", show_default=False,
         help="The rows that attend: a matrix file (CSV, TSV, NPY, YAML, JSON; '-' is stdin), a bundle "
-             "(YAML, JSON or NPZ with x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask), or a "
-             "sentence: anything that is not a file and has no / or file extension. A sentence's words "
+             "(YAML, JSON or NPZ with x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias, and "
+             "settings such as heads: 2 or seed: 3, which options given here override), or a sentence: "
+             "anything that is not a file and has no / or file extension. A sentence's words "
              "become rows through the word vectors, labelled by the words.",
     )],
     context: Annotated[str | None, typer.Option(
