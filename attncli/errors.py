@@ -47,6 +47,12 @@ class ShapeError(AttnError):
     """Matrices whose shapes do not chain; the message names both shapes."""
 
 
+class CheckFailed(AttnError):
+    """``attn check``: a kernel's output is further from the reference than the
+    rule allows. Not bad data: a numerical disagreement, which the command
+    line tells apart by its own exit code."""
+
+
 def file_error(name: str, e: OSError, *, writing: bool = False) -> AttnError:
     """One line for an OSError on a user's file, the same for every reader and writer."""
     if isinstance(e, IsADirectoryError):

@@ -26,9 +26,24 @@ def npz(**arrays) -> bytes:
     return buffer.getvalue()
 
 
+def safetensors(**arrays) -> bytes:
+    from safetensors.numpy import save
+
+    return save(arrays)
+
+
+def bfloat16_npy() -> bytes:
+    import ml_dtypes
+
+    return npy(np.ones((2, 2), ml_dtypes.bfloat16))
+
+
 BOMB = "\n".join(["a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"] + [
     f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join(['*' + chr(96 + i)] * 10)}]" for i in range(1, 10)])
 QKV = ["{s}/q.csv", "{s}/k.csv", "{s}/v.csv"]
+T = ["{d}/q.npy", "{d}/k.npy", "{d}/v.npy"]  # tensors: Q [1, 4, 3, 8], K and V [1, 2, 5, 8]
+TENSORS = {"q.npy": npy(np.ones((1, 4, 3, 8))), "k.npy": npy(np.ones((1, 2, 5, 8))),
+           "v.npy": npy(np.ones((1, 2, 5, 8)))}
 KV = ["{s}/k.csv", "{s}/v.csv"]
 USE = "(every row needs the same number of columns)"
 VECTORS_HINT = "(expected GloVe text, word2vec/fastText text or binary, .npy with a words file)"
@@ -131,12 +146,74 @@ CATALOGUE = [
      "{d}/q.npy: holds <U1 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
     ("integer NPY", {"q.npy": npy(np.ones((1, 3), int))}, ["run", "{d}/q.npy", *KV], 1,
      "{d}/q.npy: holds int64 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
-    ("3-D NPY", {"q.npy": npy(np.ones((1, 3, 1)))}, ["run", "{d}/q.npy", *KV], 1,
-     "{d}/q.npy: is 3-D (1×3×1), expected a 2-D matrix"),
+    ("3-D NPY where a matrix is needed", {"x.npy": npy(np.ones((1, 3, 1)))}, ["self", "{d}/x.npy"], 1,
+     "{d}/x.npy: is 3-D (1×3×1), expected a 2-D matrix"),
     ("truncated NPY", {"q.npy": npy(np.ones((4, 3)))[:-5]}, ["run", "{d}/q.npy", *KV], 1,
      "{d}/q.npy: is truncated or damaged (…"),
     ("CSV named .npy", {"q.npy": "1,2,3\n"}, ["run", "{d}/q.npy", *KV], 1,
      "{d}/q.npy: is not an NPY file (it does not start with \\x93NUMPY) (name CSV/YAML/JSON files by their extension)"),
+    # ---------------------------------------------------------------- tensors and variants
+    ("heads that do not group", {**TENSORS, "q.npy": npy(np.ones((1, 3, 3, 8)))}, ["run", *T], 1,
+     "Q has 3 heads but K and V have 2 (for grouped-query attention the K/V heads must divide the query heads)"),
+    ("leading axes that do not broadcast", {**TENSORS, "q.npy": npy(np.ones((3, 4, 3, 8))),
+                                            "k.npy": npy(np.ones((2, 2, 5, 8)))}, ["run", *T], 1,
+     "Q is 3×4×3×8 but K is 2×2×5×8 (their leading axes [batch, heads] must be equal or 1)"),
+    ("sinks per head", {**TENSORS, "s.npy": npy(np.ones(3))}, ["run", *T, "--sinks", "{d}/s.npy"], 1,
+     "sinks: 3 given for 4 query heads (give one per query head, or one for all)"),
+    ("ALiBi slopes per head", {**TENSORS, "s.npy": npy(np.ones(2))}, ["run", *T, "--alibi-slopes", "{d}/s.npy"], 1,
+     "ALiBi slopes: 2 given for 4 query heads (give one per query head, or one for all)"),
+    ("rope dim past d_k", TENSORS, ["run", *T, "--rope", "neox", "--rope-dim", "10"], 1,
+     "rope dim is 10 but Q and K have d_k = 8 (rotate at most every feature of a head)"),
+    ("rope on odd d_k", {}, ["run", *QKV, "--rope", "gptj"], 1,
+     "RoPE rotates features in pairs, but d_k = 3 is odd (give an even rope dim of at most d_k)"),
+    ("bfloat16 NPY", {"q.npy": bfloat16_npy()}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: holds raw 2-byte values (|V2), perhaps bfloat16 saved through ml_dtypes, which NPY cannot name "
+     "(save bfloat16 in a safetensors file, or as float32: a.astype(np.float32))"),
+    ("PyTorch file", {"q.pt": b"PK\x03\x04"}, ["run", "{d}/q.pt", *KV], 1,
+     "{d}/q.pt: is a PyTorch file (torch.save), which attn does not read: it would have to unpickle it "
+     "(save the tensor with np.save(f, t.numpy()) or in a safetensors file)"),
+    ("damaged safetensors", {"b.safetensors": safetensors(q=np.ones((2, 2)))[:-3]}, ["run", "{d}/b.safetensors"], 1,
+     "{d}/b.safetensors: is not a readable safetensors file (…"),
+    ("integer safetensors", {"b.safetensors": safetensors(q=np.ones((2, 2), np.int32), k=np.ones((2, 2)),
+                                                          v=np.ones((2, 2)))}, ["run", "{d}/b.safetensors"], 1,
+     "{d}/b.safetensors: q: holds int32 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
+    ("safetensors with two tensors as Q", {"q.safetensors": safetensors(a=np.ones((2, 2)), b=np.ones((2, 2)))},
+     ["run", "{d}/q.safetensors", *KV], 1,
+     "{d}/q.safetensors: holds several tensors (a, b), expected one (pass it as the only file to read it as a bundle)"),
+    ("bundle setting", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nrope_dim: two\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:4: rope_dim: expected a number, found 'two'"),
+    ("bundle window", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nwindow: wide\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:4: window: expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got 'wide' "
+     "(a causal sliding window of W keys is W-1,0)"),
+    ("window without a comma", {}, ["run", *QKV, "--window", "4"], 2,
+     "--window: expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got '4' "
+     "(a causal sliding window of W keys is W-1,0)"),
+    ("window below -1", {}, ["run", *QKV, "--window", "-2,0"], 2,
+     "the window's left side must be a whole number ≥ -1, got -2 (-1 means unbounded on that side)"),
+    ("zero softcap", {}, ["run", *QKV, "--softcap", "0"], 2, "softcap must be a positive finite number, got 0.0"),
+    ("zero rope theta", {}, ["run", *QKV, "--rope", "neox", "--rope-theta", "0"], 2,
+     "rope theta must be a positive finite number, got 0.0"),
+    ("odd rope dim", {}, ["run", *QKV, "--rope", "neox", "--rope-dim", "3"], 2,
+     "rope dim must be a positive even number, got 3 (features are rotated in pairs)"),
+    ("rope setting without rope", {}, ["run", *QKV, "--rope-offset", "2"], 2,
+     "--rope-offset goes with --rope (add --rope neox or --rope gptj)"),
+    ("unknown rope style", {}, ["run", *QKV, "--rope", "llama"], 2,
+     "Invalid value for '--rope': 'llama' is not one of…"),
+    ("tensor head out of range", TENSORS, ["run", *T, "--head", "4"], 2,
+     "--head 4 but there are 4 query heads (they are numbered from 0 to 3)"),
+    ("batch out of range", TENSORS, ["run", *T, "--batch", "1"], 2,
+     "--batch 1 but there is 1 batch (the only one is 0)"),
+    # ---------------------------------------------------------------- attn check
+    ("check without inputs", {}, ["check", "{d}/out.npy"], 2,
+     "expected OUT and one bundle, or OUT and three files Q K V, got 1 file"),
+    ("check negative factor", {}, ["check", "o", *QKV, "--factor", "-1"], 2,
+     "--factor must be a finite number ≥ 0, got -1.0"),
+    ("check OUT of another shape", {"out.npy": npy(np.ones((2, 1)))}, ["check", "{d}/out.npy", *QKV], 1,
+     "OUT is 2×1 but the output of Q, K and V is 1×1 (the same inputs, options and layout as the kernel's)"),
+    ("check integer OUT", {"out.npy": npy(np.ones((1, 1), int))}, ["check", "{d}/out.npy", *QKV], 1,
+     "{d}/out.npy: holds int64 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
+    ("check stdin twice", {}, ["check", "-", "-", "k", "v"], 2,
+     "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"),
     # ---------------------------------------------------------------- YAML / JSON
     ("YAML boolean", {"b.yaml": "q: [[1, 2]]\nk: [[1, yes]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:2: k: row 1, column 2: 'yes' is not a number (YAML reads it as true/false)"),
@@ -156,9 +233,11 @@ CATALOGUE = [
      "{d}/q.json:2: invalid JSON: Expecting ',' delimiter (column 5)"),
     ("JSON NaN", {"q.json": "[[1, NaN, 3]]"}, ["run", "{d}/q.json", *KV], 1, "{d}/q.json: NaN is not a finite number"),
     ("bundle without v", {"b.yaml": "q: [[1]]\nk: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
-     "{d}/b.yaml: the bundle has no v (a bundle holds q, k and v, and optionally mask and bias)"),
+     "{d}/b.yaml: the bundle has no v "
+     "(a bundle holds q, k and v, and optionally mask, bias, sinks, alibi_slopes)"),
     ("bundle extra entry", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nw: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
-     "{d}/b.yaml: the bundle has an unexpected entry 'w' (a bundle holds q, k and v, and optionally mask and bias)"),
+     "{d}/b.yaml: the bundle has an unexpected entry 'w' "
+     "(a bundle holds q, k and v, and optionally mask, bias, sinks, alibi_slopes)"),
     ("bundle q and Q", {"b.yaml": "q: [[1]]\nQ: [[2]]\nk: [[1]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:2: has both 'q' and 'Q', which name the same entry (entry names ignore case: keep one of them)"),
     ("JSON bundle q and Q", {"b.json": '{"q": [[1]], "k": [[1]], "v": [[1]], "Q": [[2]]}'}, ["run", "{d}/b.json"], 1,
@@ -168,7 +247,8 @@ CATALOGUE = [
      "{d}/b.npz: has both 'q' and 'Q', which name the same entry (entry names ignore case: keep one of them)"),
     ("unknown bundle setting", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ntemprature: 5\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:4: the bundle has an unknown setting 'temprature' (did you mean 'temperature'? "
-     "a bundle may set description, rgb, causal, causal_align, scale, temperature, similarity)"),
+     "a bundle may set description, rgb, causal, causal_align, scale, temperature, similarity, window, softcap, "
+     "alibi, rope, rope_theta, rope_dim, rope_offset)"),
     ("bundle setting not a boolean", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ncausal: 3\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:4: causal: expected true or false, found 3"),
     ("bundle setting not a choice", {"b.json": '{"q": [[1]], "k": [[1]], "v": [[1]], "similarity": "cos"}'},
@@ -181,7 +261,7 @@ CATALOGUE = [
      ["run", "{d}/b.yaml"], 1, "{d}/b.yaml:4: temperature: expected a number, found 'hot'"),
     ("CSV as bundle", {"q.csv": "1\n"}, ["run", "{d}/q.csv"], 1,
      "{d}/q.csv: a CSV file holds one matrix, not a bundle "
-     "(give three files Q K V, or one YAML/JSON/NPZ bundle with q, k and v)"),
+     "(give three files Q K V, or one YAML/JSON/NPZ/safetensors bundle with q, k and v)"),
     # ---------------------------------------------------------------- usage (exit 2)
     ("two files", {}, ["run", "a", "b"], 2, "expected one bundle file or three files Q K V, got 2"),
     ("emit a matrix run has not", {}, ["run", "{s}/colors.yaml", "--emit", "q", "-f", "csv"], 2,
@@ -208,6 +288,16 @@ CATALOGUE = [
      "--scale is given 2 times; give it once (see 'attn run --help')"),
     ("flag given both ways", {}, ["explain", *QKV, "--causal", "--no-causal"], 2,
      "--causal is given 2 times; give it once (see 'attn explain --help')"),
+    ("check option given twice", {}, ["check", "out.npy", *QKV, "--window", "1,0", "--window", "2,0"], 2,
+     "--window is given 2 times; give it once (see 'attn check --help')"),
+    ("top with another view", {}, ["run", "{s}/colors.yaml", "--top", "3", "--view", "numbers"], 2,
+     "--top 3 shows the top view, not --view numbers (give one of them)"),
+    ("no top keys", {}, ["run", "{s}/colors.yaml", "--top", "0"], 2, "Invalid value for '--top'…"),
+    ("unknown view", {}, ["run", "{s}/colors.yaml", "--view", "pie"], 2, "Invalid value for '--view'…"),
+    ("figure to stdout", {}, ["run", "{s}/colors.yaml", "--png", "-"], 2,
+     "a picture needs a file name, not '-' (stdout gets the --format output)"),
+    ("figure to a missing folder", {}, ["self", "the pink elephant", "--pdf", "{d}/no/such/x.pdf"], 1,
+     "{d}/no/such/x.pdf: cannot write: no such directory"),
     # ---------------------------------------------------------------- lookup
     ("unknown word", {}, ["lookup", "fruit", "--keys", "apple,banan,chair"], 1,
      "unknown word 'banan' (did you mean 'banana'?)"),
@@ -294,7 +384,8 @@ CATALOGUE = [
      "{d}/b.yaml:2: heads: expected a whole number, found 1.5"),
     ("self bundle unknown setting", {"b.yaml": "x: [[1, 2]]\nhead: 1\n"}, ["self", "{d}/b.yaml"], 1,
      "{d}/b.yaml:2: the bundle has an unknown setting 'head' (did you mean 'heads'? a bundle may set description, "
-     "heads, seed, d_attn, d_out, columns, causal, causal_align, scale, temperature, similarity)"),
+     "heads, seed, d_attn, d_out, columns, causal, causal_align, scale, temperature, similarity, "
+     "window, softcap, alibi, rope, rope_theta, rope_dim, rope_offset)"),
     ("self float mask", {"x.csv": "1,2\n3,4\n", "m.csv": "0,-inf\n0,0\n"},
      ["self", "{d}/x.csv", "--mask", "{d}/m.csv"], 1,
      "{d}/m.csv: the mask holds -inf, but a mask holds only 1 (may attend) and 0 (may not) "

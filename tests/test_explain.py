@@ -50,7 +50,7 @@ def test_query_by_label_or_row(attn, tmp_path):
     assert attn.json("explain", tmp_path / "b.yaml", "--query", "b")["query_index"] == 1
     assert attn.json("explain", tmp_path / "b.yaml", "-q", "1")["query"] == "b"
     text = attn("explain", tmp_path / "b.yaml", "-q", "b", "-f", "table").stdout
-    assert "b: 0.330 × [1] + 0.670 × [2] = [1.67]" in text
+    assert "b: 0.330 × [1.000] + 0.670 × [2.000] = [1.670]" in text
 
 
 def test_view_walks_through_the_steps_in_order(attn, samples):
@@ -61,10 +61,11 @@ def test_view_walks_through_the_steps_in_order(attn, samples):
              "2. Scores: QKᵀ", "3. Scaled scores", "4. Weights: softmax of each row", "5. Output: weights · V"]
     positions = [text.index(step) for step in steps]
     assert positions == sorted(positions)
-    assert "1/√d_k = 1/√3 = 0.5774" in text
-    assert "#8517dc · #fef0d9 = 0.522 × 0.996 + 0.09 × 0.941 + 0.863 × 0.851 = 1.339" in text
-    assert "#8517dc: 0.150 × [1, 0] + 0.128 × [1, 0] + 0.114 × [1, 0]" in text
-    assert "0.093 × [0, 1] = [0.488, 0.512]" in text
+    assert "1/√d_k = 1/√3 = 0.577" in text
+    # one number format in the whole view: the tables' (0.090, as the Q table shows it, not 0.09)
+    assert "#8517dc · #fef0d9 = 0.522 × 0.996 + 0.090 × 0.941 + 0.863 × 0.851 = 1.339" in text
+    assert "#8517dc: 0.150 × [1.000, 0.000] + 0.128 × [1.000, 0.000] + 0.114 × [1.000, 0.000]" in text
+    assert "0.093 × [0.000, 1.000] = [0.488, 0.512]" in text
     assert "#8517dc is 48.8 % warm, 51.2 % cool" in text
     assert "Seed 003's RGB colours, warm or cool" in text  # the bundle's description
     assert "\x1b[" not in text
@@ -74,12 +75,21 @@ def test_view_says_which_scale_and_shows_the_mask(attn, samples):
     text = attn("explain", *footnote(samples), "-f", "table", "--causal", "-t", "2").stdout
     assert "4. Mask" in text and "The mask forbids 2 of 3 query–key pairs" in text
     assert "divided by the temperature 2, which flattens the weights" in text
-    assert "fruit: 1.000 × [10] = [10]" in text  # masked keys are left out of the sum
+    assert "fruit: 1.000 × [10.000] = [10.000]" in text  # masked keys are left out of the sum
     assert "6. Output" in text
     text = attn("explain", *footnote(samples), "-f", "table", "--similarity", "cosine").stdout
     assert "cosine similarity" in text and "not scaled (scale 1)" in text
+    assert "2. Scores: cos(q, k)" in text and "scores = cos(q, k) of each query and key" in text
+    assert "Q · Kᵀ" not in text and "QKᵀ" not in text.split("\n", 1)[1]  # only the title's formula
+    assert "cos(fruit, apple) = -3.000 / (3.742 × 2.449) = -0.327" in text
     text = attn("explain", *footnote(samples), "-f", "table", "--scale", "0.25").stdout
     assert "multiplied by 0.25, as --scale asks" in text
+
+
+def test_negative_factors_are_bracketed(attn, samples):
+    text = attn("explain", *footnote(samples), "-f", "table").stdout
+    assert "fruit · apple = 2.000 × (-1.000) + 1.000 × 2.000 + 3.000 × (-1.000) = -3.000" in text
+    assert "× -" not in text
 
 
 def test_long_sums_are_summarised(attn, tmp_path):

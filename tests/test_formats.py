@@ -36,6 +36,12 @@ def npz_bytes(**arrays) -> bytes:
     return buffer.getvalue()
 
 
+def safetensors_bytes(**arrays) -> bytes:
+    from safetensors.numpy import save
+
+    return save(arrays)
+
+
 # MATRIX in every input format: a format added to FORMATS needs a sample here.
 SAMPLES = {
     "csv": b"1,2.5\n-3,4\n",
@@ -43,6 +49,7 @@ SAMPLES = {
     "txt": b"1 2.5\n-3 4\n",
     "npy": npy_bytes(MATRIX),
     "npz": npz_bytes(m=MATRIX),
+    "safetensors": safetensors_bytes(m=MATRIX),
     "yaml": b"- [1, 2.5]\n- [-3, 4]\n",
     "json": b"[[1, 2.5], [-3, 4]]\n",
     "jsonl": b"[1, 2.5]\n[-3, 4]\n",
@@ -145,7 +152,7 @@ def test_a_bundle_of_a_single_matrix_format_is_refused_in_data_terms():
         with pytest.raises(NotABundle) as e:
             read_input(SAMPLES[name], f"b.{name}", bundle=True)
         assert str(e.value) == (f"b.{name}: a {name.upper()} file holds one matrix, not a bundle "
-                                "(named matrices come in NPZ/YAML/JSON files)")
+                                "(named matrices come in NPZ/SAFETENSORS/YAML/JSON files)")
 
 
 def test_bundles_from_yaml_json_and_npz():

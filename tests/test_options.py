@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from attncli import AttentionOptions, attention, attention_steps
-from attncli.errors import AttnError, ShapeError, UsageError
+from attncli.errors import AttnError, CheckFailed, ShapeError, UsageError
 
 from reference import attention as reference
 
@@ -74,17 +74,17 @@ def test_every_attention_command_declares_the_options_once():
     make sense for words; each from the one declaration in cli/options.py."""
     import inspect
 
-    from attncli.cli.commands import explain, lookup, run, selfattn
+    from attncli.cli.commands import check, explain, lookup, run, selfattn
     from attncli.cli.options import ATTENTION_OPTIONS
 
-    for command in (run.run, explain.explain, selfattn.self_attention):
+    for command in (run.run, explain.explain, selfattn.self_attention, check.check):
         assert set(ATTENTION_OPTIONS) <= set(inspect.signature(command).parameters)
     lookup_params = set(inspect.signature(lookup.lookup).parameters)
     assert {"scale", "temperature", "similarity"} <= lookup_params and "mask" not in lookup_params
 
 
 @pytest.mark.parametrize("error, code", [
-    (AttnError("x"), 1), (ShapeError("x"), 1), (UsageError("x"), 2),
+    (AttnError("x"), 1), (ShapeError("x"), 1), (UsageError("x"), 2), (CheckFailed("x"), 3),
 ])
 def test_one_table_of_exit_codes(error, code):
     from attncli.cli.app import exit_code

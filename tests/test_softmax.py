@@ -49,10 +49,18 @@ def test_table_shows_each_step(attn):
     assert result.exit_code == 0, result.output
     text = result.stdout
     for part in ("softmax of 3 numbers", "e^(x − 4)", "0.8648", "0.0058", "0.1294", "-1.0000",
-                 "Σ e^(x − max) = 1.1563; the weights sum to 1.0000."):
+                 "weight = e^(x − max) / Σ e^(x − max), max = 4 (the largest x)",
+                 "Σ e^(x − 4) = 1.1563; the weights sum to 1.0000."):
         assert part in text, part
     text = attn("softmax", "2", "4", "-t", "2", "-f", "table").stdout
     assert "x/2" in text and "e^(x/2 − 2)" in text and "temperature 2" in text
+
+
+def test_formulas_follow_the_temperature(attn):
+    text = attn("softmax", "30", "20", "10", "-t", "10", "-f", "table").stdout
+    assert "weight = e^(x/10 − max) / Σ e^(x/10 − max), max = 3 (the largest x/10)" in text
+    assert "e^(x/10 − 3)" in text and "Σ e^(x/10 − 3) = 1.5032" in text
+    assert "e^(x − max)" not in text
 
 
 def test_csv_writes_the_weights(attn):

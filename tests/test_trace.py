@@ -253,7 +253,7 @@ def test_data_formats(attn, tiny):
 
 def test_table_views(attn, tiny):
     for extra, expected in ((["--layer", "1", "--head", "0"], "layer 1 · head 0"),
-                            ([], "layer 1 · mean of its 2 heads"),
+                            ([], "every head of every layer"),
                             (["--query", "it"], "where 'it' (token 3) looks")):
         result = attn("trace", "the pink it", "-m", tiny, "-f", "table", *extra)
         assert result.exit_code == 0, result.output

@@ -1,8 +1,8 @@
 """The ``attn`` command line: the Typer app, its commands, and the one place
 where errors become a line on stderr and an exit code.
 
-Exit codes: 0 success, 1 bad data, 2 bad usage, 70 a bug in attn, 130 Ctrl-C,
-141 closed pipe.
+Exit codes: 0 success, 1 bad data, 2 bad usage, 3 ``attn check`` found a
+numerical disagreement, 70 a bug in attn, 130 Ctrl-C, 141 closed pipe.
 """
 
 from __future__ import annotations
@@ -14,13 +14,14 @@ import typer
 from typer.core import TyperGroup
 
 from attncli import __version__
-from attncli.errors import AttnError
+from attncli.errors import AttnError, CheckFailed
 from attncli.errors import UsageError as AttnUsageError
 
 # The one table from error classes to exit codes: the most specific class wins.
 EXIT_CODES: dict[type[AttnError], int] = {
     AttnError: 1,  # bad data: a file, a value or a shape attn cannot use
     AttnUsageError: 2,  # options that do not fit together, as Click's usage errors
+    CheckFailed: 3,  # attn check: the output disagrees with the reference beyond the tolerance
 }
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as a shell reports `attn ... | head`
 EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in attn, not the user's mistake
@@ -77,6 +78,11 @@ class AttnGroup(TyperGroup):
                    "(a bug in attn: ATTN_DEBUG=1 shows where; please report it)")
             raise typer.Exit(EXIT_INTERNAL) from None
 
+    def format_help(self, ctx, formatter) -> None:
+        from attncli.cli.helptext import format_group_help
+
+        format_group_help(self, ctx, formatter, CLOSING)
+
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             result = super().main(
@@ -86,7 +92,10 @@ class AttnGroup(TyperGroup):
             code = result if isinstance(result, int) else 0
         except ClickException as e:
             message = e.format_message().replace("Value error, ", "").rstrip(".")
-            if not message:  # `attn` alone: the help was shown, nothing went wrong
+            if type(e).__name__ == "NoArgsIsHelpError":  # `attn` alone: its help, nothing went wrong
+                typer.echo(e.format_message())
+                code = 0
+            elif not message:  # the help was shown already
                 code = 0
             else:
                 command = e.ctx.command_path if getattr(e, "ctx", None) else "attn"
@@ -105,7 +114,8 @@ app = typer.Typer(
     name="attn",
     help="Compute attention, softmax(QKᵀ/√d_k)V, on your own matrices and see every step.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    rich_markup_mode=None,
     context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
@@ -129,9 +139,15 @@ def _main(
     """
 
 
+CLOSING = """\
+'attn COMMAND --help' shows a command's options and more examples. Tab
+completion for your shell: attn --install-completion (or --show-completion to
+see the script). On a terminal you get views; in a pipe, JSON."""
+
+
 def _register() -> None:
     from attncli.cli.command import OnceCommand
-    from attncli.cli.commands import explain, lookup, run, selfattn, softmax, trace
+    from attncli.cli.commands import check, explain, lookup, run, selfattn, softmax, trace
 
     app.command("run", epilog=run.EXAMPLES, cls=OnceCommand)(run.run)
     app.command("explain", epilog=explain.EXAMPLES, cls=OnceCommand)(explain.explain)
@@ -139,6 +155,7 @@ def _register() -> None:
     app.command("lookup", epilog=lookup.EXAMPLES, cls=OnceCommand)(lookup.lookup)
     app.command("self", epilog=selfattn.EXAMPLES, cls=OnceCommand)(selfattn.self_attention)
     app.command("trace", epilog=trace.EXAMPLES, cls=OnceCommand)(trace.trace)
+    app.command("check", epilog=check.EXAMPLES, cls=OnceCommand)(check.check)
 
 
 _register()

@@ -1,14 +1,15 @@
-"""The command class every ``attn`` command uses: Typer's, refusing an option
-given twice that takes one value (Click would silently keep the last)."""
+"""The command class every ``attn`` command uses: attn's own help formatter
+(``AttnCommand``), refusing an option given twice that takes one value (Click
+would silently keep the last)."""
 
 from __future__ import annotations
 
 from collections import Counter
 
-from typer.core import TyperCommand
+from attncli.cli.helptext import AttnCommand
 
 
-class OnceCommand(TyperCommand):
+class OnceCommand(AttnCommand):
     """A command whose single-value options may be given once: ``--scale 1
     --scale 2`` is a usage error, never last-wins. Options that collect
     (``--keys a --keys b``) are declared as lists and add up."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -34,6 +34,7 @@ class Result:
     data: dict  # the JSON object
     view: Any  # a Rich renderable for the terminal, or a function that builds it when needed
     matrices: dict[str, Emitted] = field(default_factory=dict)  # for --emit
+    maps: Any = None  # the weights to draw (AttentionMaps, or a function that makes them): head view, figures
 
 
 def is_terminal() -> bool:
@@ -54,6 +55,8 @@ def emit(
     *,
     svg: str | None = None,
     html: str | None = None,
+    png: str | None = None,
+    pdf: str | None = None,
     title: str = "attn",
 ) -> None:
     """Save the pictures asked for, then write the result to stdout once, in
@@ -62,21 +65,34 @@ def emit(
     table = fmt.value == TABLE
     if not table and not WRITERS[fmt.value].whole and which not in result.matrices:
         raise UsageError(f"--emit {which}: this command writes {' or '.join(result.matrices)}")
+    pictures = [path for path in (svg, html, png, pdf) if path is not None]
+    if STDIN in pictures:
+        raise UsageError("a picture needs a file name, not '-'", hint="stdout gets the --format output")
+    if png is not None or pdf is not None:
+        from attncli.output.figures import require
+
+        require("--png" if png is not None else "--pdf")  # before any file is written
     view = None
     if table or svg is not None or html is not None:
         view = result.view() if callable(result.view) else result.view
+    maps = (result.maps() if callable(result.maps) else result.maps) if pictures else None
+    if png is not None or pdf is not None:
+        from attncli.output.figures import save_figures
+
+        if maps is None:
+            raise UsageError("--png and --pdf draw attention weights, and this command has none")
+        save_figures(maps, png, pdf, title)
     if svg is not None or html is not None:
-        if STDIN in (svg, html):
-            raise UsageError("a picture needs a file name, not '-'", hint="stdout gets the --format output")
         from attncli.output.pictures import PICTURE_WIDTH, save_pictures
 
         width = _console().width if is_terminal() else int(os.environ.get("COLUMNS", 0)) or PICTURE_WIDTH
-        save_pictures(view, svg, html, title=title, width=width)
+        for note in save_pictures(view, svg, html, title=title, width=width, maps=maps):
+            sys.stderr.write(f"attn: note: {note}\n")
     if table:
         _console().print(view)
         return
     writer = WRITERS[fmt.value]
-    what = result.data if writer.whole else result.matrices[which]
+    what = result.data if writer.whole else replace(result.matrices[which], name=which)
     if writer.binary and is_terminal():
         raise UsageError(f"refusing to write binary {writer.name.upper()} to a terminal",
                          hint=f"redirect it: > out.{writer.name}")
@@ -86,12 +102,14 @@ def emit(
 
 
 def _console():
-    """A terminal console, or for an explicit ``--format table`` into a pipe,
-    a plain one wide enough that nothing wraps or is cut."""
+    """A terminal console; for an explicit ``--format table`` into a pipe, a
+    plain one wide enough that nothing wraps or is cut, unless FORCE_COLOR asks
+    for colours there (``FORCE_COLOR=1 attn … -f table | less -R``, as Rich
+    documents: then as wide as the terminal that stdin or stderr is)."""
     from rich.console import Console
 
-    if is_terminal():
-        return Console(highlight=False, force_terminal=True)
+    if is_terminal() or os.environ.get("FORCE_COLOR"):
+        return Console(file=sys.stdout, highlight=False, force_terminal=True)
     width = int(os.environ.get("COLUMNS", 0)) or 1000
     return Console(file=sys.stdout, width=width, highlight=False, color_system=None)
 

@@ -91,6 +91,9 @@ def _why(options: AttentionOptions) -> str:
 
 
 def rows_sum(options: AttentionOptions, n_q: int, n_k: int) -> str:
-    """What the rows of the weights sum to, for a heatmap's title: a row with no key to attend to sums to 0."""
+    """What the rows of the weights sum to, for a heatmap's title: a row with no key to attend to sums to 0,
+    and with attention sinks every row to less than 1."""
+    if options.sinks is not None:
+        return "each row sums to less than 1 (the sink takes the rest)"
     return "each row sums to 1, or 0 where no key may be attended to" if len(empty_rows(options, n_q, n_k)) \
         else "each row sums to 1"

@@ -31,11 +31,12 @@ def read_bytes(name: str) -> bytes:
     return open_input(name).data()
 
 
-def read_matrix_arg(name: str, *, mask: bool = False) -> Matrix:
-    """The one matrix in the input named on the command line (``-`` is stdin)."""
+def read_matrix_arg(name: str, *, mask: bool = False, tensors: bool = False) -> Matrix:
+    """The one matrix in the input named on the command line (``-`` is stdin);
+    ``tensors``: of any rank ≥ 2, in its stored float dtype."""
     from attncli.readers import read_matrix
 
-    return read_matrix(open_input(name), mask=mask)
+    return read_matrix(open_input(name), mask=mask, tensors=tensors)
 
 
 def source_name(name: str) -> str:

@@ -60,20 +60,28 @@ class BundleSettings:
         return AttnError(f"{name}: {message}", source=self.source, line=self.lines.get(name))
 
     def fill(self, current: dict[str, Any], annotations: dict[str, Any], given: frozenset[str],
-             check: Callable[[str, Any], None] | None = None) -> dict[str, Any]:
+             check: Callable[[str, Any], None] | None = None,
+             converters: dict[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
         """``current`` (parameter values) with this bundle's settings for the
         parameters in ``annotations`` not ``given`` on the command line, each
-        converted by its annotation and checked by ``check(name, value)``."""
+        converted by its annotation (or by its own converter in ``converters``,
+        for a type such as window's "LEFT,RIGHT") and checked by ``check(name, value)``."""
         result = dict(current)
         for name, value in self.values.items():
             if name not in annotations or name in given:
                 continue
-            result[name] = converted = self.convert(name, value, annotations[name])
-            if check is not None:
-                try:
+            try:
+                if name in (converters or {}) and value is not None:
+                    converted = (converters or {})[name](value)
+                else:
+                    converted = self.convert(name, value, annotations[name])
+                if check is not None:
                     check(name, converted)
-                except AttnError as e:  # the core's message names the setting: "scale must be positive, got 0"
-                    raise AttnError(e.message, source=self.source, line=self.lines.get(name), hint=e.hint) from None
+            except AttnError as e:  # the message names the setting: "scale must be positive, got 0"
+                if e.source is not None:
+                    raise
+                raise AttnError(e.message, source=self.source, line=self.lines.get(name), hint=e.hint) from None
+            result[name] = converted
         return result
 
     def convert(self, name: str, value: Any, annotation: Any) -> Any:

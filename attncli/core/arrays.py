@@ -12,10 +12,20 @@ def shape_text(m: np.ndarray | tuple[int, ...]) -> str:
 
 
 def result_dtype(*arrays: np.ndarray) -> np.dtype:
-    """The float dtype the maths runs in: float32 stays float32, float64 stays
-    float64, anything narrower or not a float becomes float64."""
-    dtype = np.result_type(*arrays)
-    return dtype if dtype.kind == "f" and dtype.itemsize >= 4 else np.dtype(np.float64)
+    """The float dtype the maths runs in: float64 stays float64; float32,
+    float16 and bfloat16 compute in float32 (as PyTorch's CPU kernels do);
+    integers and anything else become float64."""
+    dtypes = [np.asarray(a).dtype for a in arrays]
+    if any(d.kind == "f" and d.itemsize > 4 for d in dtypes):
+        return np.dtype(np.float64)
+    if all(d.kind == "f" or is_bfloat16(d) for d in dtypes):
+        return np.dtype(np.float32)
+    return np.dtype(np.float64)
+
+
+def is_bfloat16(dtype: np.dtype) -> bool:
+    """ml_dtypes' bfloat16 (numpy has none of its own)."""
+    return dtype.name == "bfloat16"
 
 
 def broadcasts_to(shape: tuple[int, ...], target: tuple[int, ...]) -> bool:

@@ -56,6 +56,8 @@ def _attend_rows(p: Problem, rows: slice, key_block: int) -> _Rows:
         peak = logits.max(axis=-1, keepdims=True)
         if state.peak is not None:
             peak = np.maximum(peak, state.peak)
+        elif p.sinks is not None:  # a sink is one more logit of every row: it joins the running max...
+            peak = np.maximum(peak, p.sinks)
         ref = np.where(np.isfinite(peak), peak, 0)  # all -inf so far: exp(-inf - 0) = 0
         e = np.subtract(logits, ref, out=logits)
         np.exp(e, out=e)
@@ -63,6 +65,8 @@ def _attend_rows(p: Problem, rows: slice, key_block: int) -> _Rows:
             part = e @ p.v[..., cols, :]  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
         part_total = e.sum(axis=-1, keepdims=True)
         if state.acc is None or state.total is None or state.peak is None:
+            if p.sinks is not None:  # ...and the running sum, with no value
+                part_total = part_total + np.exp(p.sinks - ref)
             state.acc, state.total = part, part_total
         else:
             shrink = np.exp(state.peak - ref)  # old max -inf: 0, and acc is 0 anyway
@@ -90,7 +94,7 @@ def blocked(
 ) -> np.ndarray:
     """The output of ``reference`` without ever holding n_q×n_k numbers.
 
-    [..., n_q, d_k], [..., n_k, d_k], [..., n_k, d_v] -> [..., n_q, d_v].
+    [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v] -> [..., H_q, n_q, d_v].
     Memory is about workers · query_block · key_block numbers beyond the
     inputs, which may be memory-mapped. ``progress(done, total)`` is called
     after each query block, from the calling thread.
@@ -102,7 +106,7 @@ def blocked(
         fit = QUERY_BLOCK_BYTES // (key_block * p.q.dtype.itemsize * batch)
         query_block = min(max(fit, MIN_QUERY_BLOCK), MAX_QUERY_BLOCK)
     blocks = [slice(i, min(i + query_block, p.n_q)) for i in range(0, p.n_q, query_block)]
-    output = np.empty(p.out_shape, dtype=p.q.dtype)  # [..., n_q, d_v]
+    output = np.empty(p.out_shape, dtype=p.q.dtype)  # [..., n_q, d_v] (grouped with GQA)
 
     def attend(rows: slice) -> None:
         state = _attend_rows(p, rows, key_block)
@@ -113,4 +117,4 @@ def blocked(
 
     map_blocks(attend, blocks, workers, progress)
     check_output(output)
-    return output
+    return p.ungroup(output)

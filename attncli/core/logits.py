@@ -12,24 +12,43 @@ import numpy as np
 
 from attncli.core.arrays import broadcasts_to, result_dtype, shape_text, unit_rows
 from attncli.core.options import AttentionOptions
+from attncli.core.positions import (
+    alibi_slopes,
+    causal_allowed,
+    distance,
+    query_positions,
+    rotate,
+    window_allowed,
+)
 from attncli.errors import AttnError, ShapeError
+from attncli.text import plural
 
 EVERYTHING = slice(None)
 
 
 @dataclass
 class Problem:
-    """Checked inputs of one attention call, ready to be cut into blocks."""
+    """Checked inputs of one attention call, ready to be cut into blocks.
 
-    q: np.ndarray  # [..., n_q, d_k]
+    With grouped-query attention (K and V with fewer heads than Q), Q is held
+    as [..., H_kv, group, n_q, d_k] against K and V as [..., H_kv, 1, n_k, d]:
+    each K/V head meets its group of query heads by broadcasting, never
+    copied. Everything per head (mask, bias, ALiBi, sinks) is grouped the same
+    way, and ``ungroup`` turns results back into [..., H_q, n_q, ...].
+    """
+
+    q: np.ndarray  # [..., n_q, d_k] (rotated when RoPE is on; grouped with GQA)
     k: np.ndarray  # [..., n_k, d_k]
     v: np.ndarray  # [..., n_k, d_v]
     options: AttentionOptions
     scale: float  # the scale in force (options.scale_for(d_k))
     mask: np.ndarray | None  # [..., n_q or 1, n_k or 1] bool, at least 2-D
     bias: np.ndarray | None  # [..., n_q or 1, n_k or 1] in the inputs' dtype, at least 2-D
-    logits_shape: tuple[int, ...]  # [..., n_q, n_k]
+    logits_shape: tuple[int, ...]  # [..., n_q, n_k] (grouped with GQA)
     cannot_overflow: bool  # a bound on |q·k| shows no block needs checking for inf/NaN
+    alibi: np.ndarray | None = None  # [..., H or 1, 1, 1] each query head's ALiBi slope (float64)
+    sinks: np.ndarray | None = None  # [..., H or 1, 1, 1] each query head's sink logit, in the inputs' dtype
+    group: int = 1  # query heads per K/V head; 1: no grouping
 
     @property
     def n_q(self) -> int:
@@ -48,26 +67,49 @@ class Problem:
     def out_shape(self) -> tuple[int, ...]:  # [..., n_q, d_v]
         return self.logits_shape[:-1] + self.v.shape[-1:]
 
+    def ungroup(self, x: np.ndarray) -> np.ndarray:
+        """[..., H_kv, group, n, m] -> [..., H_q, n, m]; unchanged without grouping."""
+        if self.group == 1:
+            return x
+        return x.reshape(*x.shape[:-4], x.shape[-4] * x.shape[-3], *x.shape[-2:])
+
 
 def prepare(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions) -> Problem:
-    """Check every input once, before any arithmetic, and gather them."""
+    """Check every input once, before any arithmetic, and gather them: RoPE
+    rotates Q and K here, once, and grouped-query heads are arranged here."""
     dtype = result_dtype(q, k, v)
     # np.asarray keeps a memory-mapped float array mapped when its dtype fits.
     q, k, v = (np.asarray(m, dtype=dtype) for m in (q, k, v))
     check_shapes(q, k, v)
     n_q, d_k, n_k = q.shape[-2], q.shape[-1], k.shape[-2]
     scale = options.scale_for(d_k)
-    logits_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (n_q, n_k)
+    lead, group = leading_axes(q, k, v)  # [..., H_q], query heads per K/V head
+    shape = lead + (n_q, n_k)  # the weights as the user sees them: [..., H_q, n_q, n_k]
     for m in (options.mask, options.bias):
-        if m is not None and not broadcasts_to(m.shape, logits_shape):
+        if m is not None and not broadcasts_to(m.shape, shape):
             raise ShapeError(
-                f"the mask is {shape_text(m)} but the weights are {shape_text(logits_shape)} (queries × keys)",
+                f"the mask is {shape_text(m)} but the weights are {shape_text(shape)} (queries × keys)",
                 hint=f"give a {n_q}×{n_k} mask, or 1×{n_k} for every query",
             )
-    mask = None if options.mask is None else np.atleast_2d(options.mask)
-    bias = None if options.bias is None else np.atleast_2d(options.bias).astype(dtype)
+    if options.rope is not None:
+        q, k = _rotated(q, k, options)
+    heads = lead[-1] if lead else 1
+    slopes = None
+    if options.uses_alibi:
+        given = options.alibi_slopes
+        slopes = _per_head("ALiBi slopes", alibi_slopes(heads) if given is None else given, lead)
+    sinks = None if options.sinks is None else _per_head("sinks", options.sinks, lead).astype(dtype)
+    if group > 1:
+        q = q.reshape(*q.shape[:-3], q.shape[-3] // group, group, n_q, d_k)  # [..., H_kv, group, n_q, d_k]
+        k, v = np.expand_dims(k, -3), np.expand_dims(v, -3)  # [..., H_kv, 1, n_k, d]
+    grouped = (lambda m: m) if group == 1 else (lambda m: _grouped(m, len(shape), group))
+    mask = None if options.mask is None else grouped(np.atleast_2d(options.mask))
+    bias = None if options.bias is None else grouped(np.atleast_2d(options.bias).astype(dtype))
+    logits_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (n_q, n_k)
     bound = _score_bound(q, k, options.similarity) * max(1.0, scale / options.temperature)
-    return Problem(q, k, v, options, scale, mask, bias, logits_shape, bool(bound < float(np.finfo(dtype).max)))
+    return Problem(q, k, v, options, scale, mask, bias, logits_shape, bool(bound < float(np.finfo(dtype).max)),
+                   alibi=None if slopes is None else grouped(slopes),
+                   sinks=None if sinks is None else grouped(sinks), group=group)
 
 
 def check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
@@ -81,6 +123,77 @@ def check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
     if k.shape[-2] != v.shape[-2]:
         raise ShapeError(f"K is {shape_text(k)} but V is {shape_text(v)}",
                          hint="K and V need the same number of rows: one value per key")
+
+
+def leading_axes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[tuple[int, ...], int]:
+    """The leading axes [..., heads] of the result, and how many query heads
+    share one K/V head (grouped-query attention, decided by shape).
+
+    Leading axes broadcast as in PyTorch; on the head axis (−3) K and V may
+    also have H_kv heads where H_kv divides Q's H_q: query head h then uses
+    K/V head h // (H_q / H_kv) (PyTorch's ``enable_gqa``, FlashAttention).
+    """
+    if not _broadcast(k.shape[:-2], v.shape[:-2]):
+        raise ShapeError(f"K is {shape_text(k)} but V is {shape_text(v)}",
+                         hint="K and V need the same batch and head axes")
+    kv = np.broadcast_shapes(k.shape[:-2], v.shape[:-2])
+    group = 1
+    if q.ndim >= 3 and len(kv) >= 1:
+        h_q, h_kv = q.shape[-3], kv[-1]
+        if h_q != h_kv and 1 not in (h_q, h_kv):
+            if h_q % h_kv:
+                raise ShapeError(f"Q has {h_q} heads but K and V have {h_kv}",
+                                 hint="for grouped-query attention the K/V heads must divide the query heads")
+            group = h_q // h_kv
+            kv = kv[:-1] + (h_q,)
+    if not _broadcast(q.shape[:-2], kv):
+        raise ShapeError(f"Q is {shape_text(q)} but K is {shape_text(k)}",
+                         hint="their leading axes [batch, heads] must be equal or 1")
+    return np.broadcast_shapes(q.shape[:-2], kv), group
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    try:
+        np.broadcast_shapes(a, b)
+    except ValueError:
+        return False
+    return True
+
+
+def _rotated(q: np.ndarray, k: np.ndarray, options: AttentionOptions) -> tuple[np.ndarray, np.ndarray]:
+    """Q and K rotated by their positions (RoPE): keys at 0..n_k−1, queries at offset + i."""
+    rope = options.rope
+    assert rope is not None
+    d_k, n_q, n_k = q.shape[-1], q.shape[-2], k.shape[-2]
+    if rope.dim is not None and rope.dim > d_k:
+        raise ShapeError(f"rope dim is {rope.dim} but Q and K have d_k = {d_k}",
+                         hint="rotate at most every feature of a head")
+    if rope.dim is None and d_k % 2:
+        raise ShapeError(f"RoPE rotates features in pairs, but d_k = {d_k} is odd",
+                         hint="give an even rope dim of at most d_k")
+    with np.errstate(over="ignore", invalid="ignore"):
+        return rotate(q, query_positions(n_q, n_k, rope), rope), rotate(k, np.arange(n_k), rope)
+
+
+def _per_head(what: str, values: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
+    """[..., H] one number per query head -> [..., H, 1, 1], checked against the
+    result's leading axes [..., H_q] (a problem without a head axis has one head)."""
+    while values.ndim > len(lead) and values.shape[0] == 1:
+        values = values[0]
+    if not broadcasts_to(values.shape, lead):
+        heads = lead[-1] if lead else 1
+        got = values.shape[-1] if values.ndim else 1
+        raise ShapeError(f"{what}: {got} given for {plural(heads, 'query head')}",
+                         hint="give one per query head, or one for all")
+    return values.reshape(values.shape + (1, 1))
+
+
+def _grouped(m: np.ndarray, ndim: int, group: int) -> np.ndarray:
+    """[..., H_q or 1, n, m] -> [..., H_kv or 1, group or 1, n, m], to meet grouped Q."""
+    shape: tuple[int, ...] = (1,) * (ndim - m.ndim) + tuple(m.shape)
+    if shape[-3] == 1:
+        return np.expand_dims(m.reshape(shape), -3)
+    return m.reshape(*shape[:-3], shape[-3] // group, group, *shape[-2:])
 
 
 def scores(p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING, factor: float = 1.0) -> np.ndarray:
@@ -103,21 +216,28 @@ def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
     """Apply the options to scaled scores (scale · q·k / temperature), in place.
 
     [..., r, c] -> logits [..., r, c] and allowed [..., r, c] bool (None when
-    nothing is forbidden). In order: the bias is added; then causal and the
-    mask set −∞ where a query may not attend. ``rows`` and ``cols`` say which
-    block of the n_q × n_k matrix this is.
+    nothing is forbidden). In order: the soft-cap; the bias and ALiBi are
+    added; then causal, the window and the mask set −∞ where a query may not
+    attend. ``rows`` and ``cols`` say which block of the n_q × n_k matrix this is.
     """
     if not p.cannot_overflow:
         check_scores(logits)
+    options = p.options
+    i, j = np.arange(p.n_q)[rows], np.arange(p.n_k)[cols]  # [r], [c] the block's queries and keys
+    if options.softcap is not None:
+        cap = float(options.softcap)  # softcap · tanh(logits / softcap): smooth, within ±softcap
+        np.multiply(np.tanh(np.divide(logits, cap, out=logits), out=logits), cap, out=logits)
     if p.bias is not None:
         logits += _cut(p.bias, rows, cols)
+    if p.alibi is not None:  # −slope · |i + n_k − n_q − j|, one slope per query head
+        logits -= (p.alibi * distance(i, j, p.n_q, p.n_k)).astype(logits.dtype)
     allowed = None if p.mask is None else _cut(p.mask, rows, cols)
-    if p.options.causal is not None:
-        i = np.arange(p.n_q)[rows][:, None]  # [r, 1]
-        j = np.arange(p.n_k)[cols]  # [c]
-        offset = p.n_k - p.n_q if p.options.causal == "bottom-right" else 0
-        causal = j <= i + offset  # [r, c], as causal_mask
+    if options.causal is not None:
+        causal = causal_allowed(i, j, p.n_q, p.n_k, options.causal)  # [r, c]
         allowed = causal if allowed is None else causal & allowed
+    if options.window is not None:
+        window = window_allowed(i, j, p.n_q, p.n_k, options.window)  # [r, c]
+        allowed = window if allowed is None else window & allowed
     if allowed is not None:
         allowed = np.broadcast_to(allowed, logits.shape)
         np.copyto(logits, -np.inf, where=~allowed)

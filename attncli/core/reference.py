@@ -1,6 +1,7 @@
 """The reference: attention written as the equation, keeping every step.
 
-    weights = softmax(QKᵀ · scale / temperature + bias, −∞ where forbidden)
+    logits  = softcap(RoPE(Q) RoPE(K)ᵀ · scale / temperature) + bias + ALiBi, −∞ where forbidden
+    weights = exp(logits) / (Σ exp(logits) + exp(sink))      (plain softmax without sinks)
     output  = weights V
 
 ``attn explain`` shows these steps, and every other implementation (the
@@ -24,22 +25,32 @@ class Steps:
 
     scores: np.ndarray  # [..., n_q, n_k] q·k (or cosine) before scaling
     scale: float  # what the scores were multiplied by
-    logits: np.ndarray  # [..., n_q, n_k] scores · scale / temperature + bias; −inf = forbidden
+    logits: np.ndarray  # [..., n_q, n_k] softcap(scores · scale / temperature) + bias + ALiBi; −inf = forbidden
     allowed: np.ndarray | None  # [..., n_q, n_k] bool, None when nothing is forbidden
-    weights: np.ndarray  # [..., n_q, n_k] softmax of the logits; each row sums to 1 (or 0)
+    weights: np.ndarray  # [..., n_q, n_k] softmax of the logits; each row sums to 1 (or 0; < 1 with sinks)
     output: np.ndarray  # [..., n_q, d_v] weights V
+    rotated: tuple[np.ndarray, np.ndarray] | None = None  # RoPE(Q) [..., H_q, n_q, d_k], RoPE(K) [..., H_kv, n_k, d_k]
 
 
-def softmax(x: np.ndarray, axis: int = -1) -> np.ndarray:
-    """Stable softmax along ``axis``; a row that is all −inf gives all zeros."""
+def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None) -> np.ndarray:
+    """Stable softmax along ``axis``; a row that is all −inf gives all zeros.
+
+    ``sink`` (broadcasting to x with ``axis`` of length 1): one more logit per
+    row that joins the denominator and is dropped afterwards (gpt-oss's
+    attention sinks), so each row sums to less than 1.
+    """
     # [..., n] -> [..., n]
     x = np.asarray(x)
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
     peak = np.max(x, axis=axis, keepdims=True)
+    if sink is not None:
+        peak = np.maximum(peak, sink)
     peak = np.where(np.isfinite(peak), peak, 0)  # all −inf row: exp(−inf) = 0 below
     e = np.exp(x - peak)
     total = np.sum(e, axis=axis, keepdims=True)
+    if sink is not None:
+        total = total + np.exp(sink - peak)  # the sink's share of the denominator; it has no value
     return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 
@@ -47,15 +58,21 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray,
               options: AttentionOptions | None = None) -> Steps:
     """softmax(QKᵀ · scale / temperature + bias, masked) V, step by step.
 
-    [..., n_q, d_k], [..., n_k, d_k], [..., n_k, d_v] -> Steps with weights
-    [..., n_q, n_k] and output [..., n_q, d_v]. A query that may attend to
-    nothing gets zero weights and a zero output, never NaN.
+    [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v] -> Steps
+    with weights [..., H_q, n_q, n_k] and output [..., H_q, n_q, d_v]. A query
+    that may attend to nothing gets zero weights and a zero output, never NaN.
     """
-    p = prepare(q, k, v, options or AttentionOptions())
+    p = prepare(q, k, v, options or AttentionOptions())  # Q and K rotated (RoPE), heads grouped (GQA)
     qk = scores(p)  # [..., n_q, n_k] q·k
-    logits, allowed = combine(qk * p.factor, p)  # [..., n_q, n_k] scaled, + bias, −inf where forbidden
-    weights = softmax(logits)  # [..., n_q, n_k] each row sums to 1 (0 if all forbidden)
+    logits, allowed = combine(qk * p.factor, p)  # [..., n_q, n_k] scaled, soft-capped, + bias, −inf where forbidden
+    weights = softmax(logits, sink=p.sinks)  # [..., n_q, n_k] each row sums to 1 (0 if all forbidden, < 1 with sinks)
     with np.errstate(over="ignore", invalid="ignore"):
         output = weights @ p.v  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v]
     check_output(output)
-    return Steps(qk, p.scale, logits, allowed, weights, output)
+    if allowed is not None:
+        allowed = np.broadcast_to(allowed, logits.shape)
+    qk, logits, weights, output = (p.ungroup(x) for x in (qk, logits, weights, output))
+    rotated = None
+    if p.options.rope is not None:  # Q and K as they met: rotated, K without the grouping axis
+        rotated = (p.ungroup(p.q), p.k[..., 0, :, :] if p.group > 1 else p.k)
+    return Steps(qk, p.scale, logits, None if allowed is None else p.ungroup(allowed), weights, output, rotated)

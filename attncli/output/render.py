@@ -6,42 +6,18 @@ Functions return renderables and never print; the command prints once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
-Label = Union[str, Text, "IfColour"]  # a row or column name, perhaps with a colour swatch
+if TYPE_CHECKING:
+    from attncli.output.heatmap import ViewStyle
+    from attncli.output.palette import HeatCell
 
-# Viridis, sampled at ten even steps: perceptually even, readable in grey.
-VIRIDIS = [
-    (68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 142),
-    (31, 158, 137), (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37),
-]
-
-
-def colour(x: float) -> tuple[int, int, int]:
-    """The viridis colour at x in [0, 1]."""
-    x = min(max(x, 0.0), 1.0) * (len(VIRIDIS) - 1)
-    i = min(int(x), len(VIRIDIS) - 2)
-    t = x - i
-    a, b = VIRIDIS[i], VIRIDIS[i + 1]
-    return tuple(round(a[c] + (b[c] - a[c]) * t) for c in range(3))  # type: ignore[return-value]
-
-
-def background(x: float) -> str:
-    r, g, b = colour(x)
-    return f"on rgb({r},{g},{b})"
-
-
-def cell_style(x: float) -> str:
-    """Background from the scale, with black or white text, whichever reads better."""
-    r, g, b = colour(x)
-    ink = "black" if 0.2126 * r + 0.7152 * g + 0.0722 * b > 120 else "white"
-    return f"{ink} {background(x)}"
-
+Label = Union[str, Text, "IfColour", "HeatCell"]  # a row or column name (perhaps with a swatch), or a cell
 
 def fmt(x: float, precision: int) -> str:
     """Fixed point, or scientific when fixed would hide the number."""
@@ -68,30 +44,16 @@ def heatmap(
     precision: int = 3,
     title: str | None = None,
     allowed: Any = None,
+    style: ViewStyle | None = None,
 ) -> RenderableType:
-    """Weights [n_q, n_k] as a table whose cell backgrounds show the weight,
-    with the colour scale below it (where colours show); pairs the mask
-    forbids (``allowed`` False) show as a dim dash. Wraps into blocks of
-    columns when the keys do not fit the width."""
-    top = float(weights.max()) or 1.0
-    body = [
-        (label, [
-            Text(f" {fmt(w, precision)} ", style=cell_style(w / top))
-            if allowed is None or allowed[i][j] else Text("– ", style="dim")
-            for j, w in enumerate(row)
-        ])
-        for i, (label, row) in enumerate(zip(rows, weights.tolist(), strict=True))
-    ]
-    return _titled(title, Group(ColumnBlocks(cols, body), ColourOnly(legend(top, precision))))
+    """Weights [n_q, n_k] as a heatmap, in the view ``style`` asks for (see
+    ``attncli.output.heatmap``): numbers on their colours, wrapped into blocks
+    of columns, when they fit, else the compact view; or the top keys of each
+    query. Pairs the mask forbids (``allowed`` False) show as a dim dash."""
+    from attncli.output.heatmap import Heatmap, ViewStyle
 
-
-def legend(top: float, precision: int = 3) -> Text:
-    """A colour bar from 0 to the largest weight, the scale of ``heatmap``."""
-    text = Text("0 ")
-    for i in range(20):
-        text.append(" ", style=background(i / 19))
-    text.append(f" {fmt(top, precision)}")
-    return text
+    return _titled(title, Heatmap(weights, rows, cols, precision=precision, allowed=allowed,
+                                  style=style or ViewStyle()))
 
 
 def number_table(
@@ -135,7 +97,9 @@ class ColumnBlocks:
     """A labelled matrix that fits the width it is given: when all the columns
     do not fit side by side, it prints them in blocks of about equal size, as
     many columns as fit, each block with the row labels again, rather than
-    squeezing cells into "…".
+    squeezing cells into "…". Long row labels, and column names much wider
+    than their numbers, are shortened in the middle (labels that differ stay
+    different) so that a label and a column always fit.
 
     Widths come from the cells' text (label + Σ(column + 3) for the borderless
     table), so nothing is rendered twice.
@@ -143,6 +107,37 @@ class ColumnBlocks:
 
     def __init__(self, cols: Sequence[Label], body: Sequence[tuple[Label, Sequence[Label]]]) -> None:
         self.cols, self.body = list(cols), [(label, list(cells)) for label, cells in body]
+
+    def resolved(self, console: Console, width: int | None = None) -> ColumnBlocks:
+        """The table as this console shows it (swatches and colours chosen), its
+        labels shortened to fit ``width`` when given."""
+        cols = [_chosen(c, console) for c in self.cols]
+        body = [(_chosen(label, console), [_chosen(c, console) for c in cells]) for label, cells in self.body]
+        table = ColumnBlocks(cols, body)
+        if width is not None:
+            table.fit_labels(console, width)
+        return table
+
+    def fit_labels(self, console: Console, width: int) -> None:
+        """Shorten plain-text row labels to a third of the width (and so that one
+        column still fits beside them), and, when the columns do not all fit in
+        one block, plain-text column names to the width of their numbers."""
+        from attncli.output.labels import abbreviate
+
+        label, widths = self.widths(console)
+        cells = [max([_width(cells[j], console) for _, cells in self.body] + [1]) for j in range(len(self.cols))]
+        if len(widths) > 1 and label + sum(w + 3 for w in widths) > width:
+            room = max(max(cells, default=1), 10)
+            plain = [j for j, c in enumerate(self.cols) if isinstance(c, str) and len(c) > room]
+            for j, short in zip(plain, abbreviate([str(self.cols[j]) for j in plain], room), strict=True):
+                self.cols[j] = short
+            label, widths = self.widths(console)
+        budget = max(4, min(max(8, width // 3), width - max(widths, default=0) - 4))
+        if label > budget:
+            plain = [i for i, (row, _) in enumerate(self.body) if isinstance(row, str)]
+            shorts = abbreviate([str(self.body[i][0]) for i in plain], budget)
+            for i, short in zip(plain, shorts, strict=True):
+                self.body[i] = (short, self.body[i][1])
 
     def widths(self, console: Console) -> tuple[int, list[int]]:
         """The label column's width and each column's, as this console shows them."""
@@ -167,6 +162,11 @@ class ColumnBlocks:
         fits = all(label + sum(widths[j] + 3 for j in run) <= width for run in even)
         return even if fits and len(even) == len(greedy) else greedy
 
+    def count_blocks(self, console: Console, width: int) -> int:
+        """How many blocks the table takes at ``width``."""
+        table = self.resolved(console, width)
+        return len(self.blocks(*table.widths(console), width))
+
     def table(self, columns: Iterable[int]) -> Table:
         columns = list(columns)
         table = _table([self.cols[j] for j in columns])
@@ -175,28 +175,34 @@ class ColumnBlocks:
         return table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        runs = self.blocks(*self.widths(console), options.max_width)
+        table = self.resolved(console, options.max_width)
+        runs = self.blocks(*table.widths(console), options.max_width)
         if len(runs) == 1:
-            yield self.table(runs[0])
+            yield table.table(runs[0])
             return
         for n, run in enumerate(runs):
             if n:
                 yield Text("")
             which = f"s {run.start + 1}–{run.stop}" if len(run) > 1 else f" {run.start + 1}"
             yield Text(f"column{which} of {len(self.cols)}", style="dim")
-            yield self.table(run)
+            yield table.table(run)
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
-        label, widths = self.widths(console)
+        label, widths = self.resolved(console).widths(console)
         full = label + sum(w + 3 for w in widths)
         narrow = label + (max(widths) + 3 if widths else 0)
         return Measurement(min(narrow, full), full).clamp(max_width=options.max_width)
 
 
+def _chosen(cell: Label, console: Console) -> Label:
+    """A cell as this console shows it: swatched or plain, coloured or not."""
+    choose = getattr(cell, "choose", None)
+    return choose(console) if choose is not None else cell
+
+
 def _width(cell: Label, console: Console) -> int:
     """Cells a label or number takes on screen (the widest line of a multi-line header)."""
-    if isinstance(cell, IfColour):
-        cell = cell.choose(console)
+    cell = _chosen(cell, console)
     text = cell if isinstance(cell, Text) else Text(str(cell))
     return max((line.cell_len for line in text.split()), default=0)
 
@@ -266,7 +272,10 @@ def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, in
 def bar(x: float, width: int = 20) -> Text:
     """A horizontal bar of x in [0, 1], in eighths of a character."""
     eighths = round(min(max(x, 0.0), 1.0) * width * 8)
-    return Text("█" * (eighths // 8) + " ▏▎▍▌▋▊▉"[eighths % 8].strip(), style=background(x).replace("on ", ""))
+    from attncli.output.palette import colour
+
+    r, g, b = colour(x)
+    return Text("█" * (eighths // 8) + " ▏▎▍▌▋▊▉"[eighths % 8].strip(), style=f"rgb({r},{g},{b})")
 
 
 def lookup_table(

@@ -1,4 +1,4 @@
-"""Results -> JSON, CSV/TSV or NPY on a stream: exact, never wrapped or coloured.
+"""Results -> JSON, CSV/TSV, NPY, NPZ or safetensors on a stream: exact, never wrapped or coloured.
 
 ``WRITERS`` is the registry of data formats, one line each: JSON writes a
 command's whole result; the others write one ``Emitted`` array. Numbers are
@@ -27,6 +27,7 @@ class Emitted:
     values: Any
     row_labels: list[str] | None = None
     col_labels: list[str] | None = None
+    name: str = "output"  # what the array is (--emit): its name in NPZ and safetensors files
 
     def stacked(self) -> tuple[Any, list[str] | None]:
         """2-D values and their row labels: leading axes flattened into rows
@@ -159,9 +160,41 @@ def write_emitted_npy(stream: IO[bytes], matrix: Emitted) -> None:
     write_npy(stream, matrix.values)
 
 
+def write_emitted_npz(stream: IO[bytes], matrix: Emitted) -> None:
+    """One array named as it is (``output``), with ``output_labels`` and
+    ``output_columns`` when its rows and columns have names, as attn reads NPZ."""
+    import io
+
+    import numpy as np
+
+    arrays = {matrix.name: np.asarray(matrix.values)}
+    for suffix, labels in (("labels", matrix.row_labels), ("columns", matrix.col_labels)):
+        if labels is not None:
+            arrays[f"{matrix.name}_{suffix}"] = np.array(labels)
+    buffer = io.BytesIO()  # a zip archive is written seeking back; stdout may be a pipe
+    np.savez(buffer, **arrays)  # type: ignore[arg-type]
+    stream.write(buffer.getvalue())
+
+
+def write_emitted_safetensors(stream: IO[bytes], matrix: Emitted) -> None:
+    """One tensor named as it is (``output``), through the safetensors package."""
+    import numpy as np
+
+    try:
+        from safetensors.numpy import save
+    except ImportError:
+        from attncli.errors import AttnError
+
+        raise AttnError("writing safetensors needs safetensors, from the 'tensors' extra",
+                        hint="pip install 'attncli[tensors]'") from None
+    stream.write(save({matrix.name: np.ascontiguousarray(matrix.values)}))
+
+
 WRITERS: dict[str, Writer] = {w.name: w for w in (
     Writer("json", write_json, whole=True),
     Writer("csv", write_emitted_csv),
     Writer("tsv", write_emitted_tsv),
     Writer("npy", write_emitted_npy, binary=True),
+    Writer("npz", write_emitted_npz, binary=True),
+    Writer("safetensors", write_emitted_safetensors, binary=True),
 )}

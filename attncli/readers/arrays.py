@@ -2,6 +2,9 @@
 
 ``read_npy`` memory-maps a float NPY file rather than reading it, so that a K
 or V larger than memory streams through the kernel one block at a time.
+Read as tensors (``Request.tensors``), arrays keep their rank and their
+stored float dtype (float16 stays float16); otherwise they are 2-D matrices
+of float32 or float64.
 """
 
 from __future__ import annotations
@@ -110,6 +113,8 @@ def _load_npz(data: bytes, source: str) -> dict[str, Any]:
 
     try:
         archive = np.load(io.BytesIO(data), allow_pickle=False)
+        if any(name.endswith("data.pkl") for name in archive.files):
+            raise pytorch_file(source)
         arrays = {name: archive[name] for name in archive.files}
         for name, array in arrays.items():
             if not isinstance(array, np.ndarray):
@@ -133,8 +138,8 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, request_for: Callable[[s
         if name.rpartition("_")[2] in ("labels", "columns") and name.rpartition("_")[0] in arrays:
             continue
         m = matrix_from_array(array, source, name, request_for(name))
-        m.row_labels = checked_labels(names.get((name, "labels")), m.shape[0], source, f"{name}_labels")
-        m.col_labels = checked_labels(names.get((name, "columns")), m.shape[1], source, f"{name}_columns")
+        m.row_labels = checked_labels(names.get((name, "labels")), m.shape[-2], source, f"{name}_labels")
+        m.col_labels = checked_labels(names.get((name, "columns")), m.shape[-1], source, f"{name}_columns")
         bundle.matrices[name] = m
     if not bundle.matrices:
         raise AttnError("the archive holds no arrays", source=source)
@@ -143,36 +148,53 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, request_for: Callable[[s
 
 def matrix_from_array(array: Any, source: str, where: str, request: Request = NUMBERS) -> Matrix:
     """Check an ndarray is a finite 2-D float matrix (a 1-D vector is one row,
-    marked a ``vector``). A mask may be boolean; a mask or bias may hold integers."""
+    marked a ``vector``). A mask may be boolean; a mask or bias may hold integers.
+
+    ``request.tensors``: any rank ≥ 2 ([..., rows, cols]) in the stored float
+    dtype (float16 and bfloat16 kept for the core, which computes them in
+    float32); otherwise float16 becomes float32. ``request.finite=False`` lets
+    NaN and ±inf through.
+    """
     import numpy as np
 
     prefix = f"{where}: " if where else ""
     kind = array.dtype.kind
     if kind == "b" and request.mask:
         pass
-    elif kind == "f":
-        array = array.astype(np.float64 if array.dtype.itemsize > 4 else np.float32, copy=False)
+    elif kind == "f" or array.dtype.name == "bfloat16":
+        if not request.tensors:
+            array = array.astype(np.float64 if array.dtype.itemsize > 4 else np.float32, copy=False)
     elif kind in "iu" and request.special:
         array = array.astype(np.float64)
     elif kind == "b" and request.bias:
         raise AttnError(f"{prefix}holds booleans, but a bias is added to the scores", source=source,
                         hint="booleans say where a query may attend: give them as a mask")
+    elif kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
+        raise AttnError(f"{prefix}holds raw 2-byte values ({array.dtype.str}), perhaps bfloat16 saved through "
+                        "ml_dtypes, which NPY cannot name", source=source,
+                        hint="save bfloat16 in a safetensors file, or as float32: a.astype(np.float32)")
     else:
         raise AttnError(f"{prefix}holds {array.dtype} data; attn reads float arrays",
                         source=source, hint="save it with a.astype(np.float32) or float64")
     vector = array.ndim == 1
     if vector:
         array = array[None, :]
-    if array.ndim != 2:
+    if array.ndim != 2 and not (request.tensors and array.ndim > 2):
         shape = "×".join(map(str, array.shape)) or "a scalar"
         raise AttnError(f"{prefix}is {array.ndim}-D ({shape}), expected a 2-D matrix", source=source)
     if array.size == 0:
-        raise AttnError(f"{prefix}is empty ({array.shape[0]}×{array.shape[1]})", source=source)
-    array = array.astype(array.dtype.newbyteorder("="), copy=False)
-    bad = first_bad(array, request.special)
+        raise AttnError(f"{prefix}is empty ({'×'.join(map(str, array.shape))})", source=source)
+    if array.dtype.byteorder not in "=|":
+        array = array.astype(array.dtype.newbyteorder("="), copy=False)
+    bad = first_bad(array, request.special) if request.finite else None
     if bad:
-        i, j = bad
-        raise AttnError(f"{prefix}row {i + 1}, column {j + 1}: {not_finite(array[i, j], request.special)}",
-                        source=source)
+        where_bad = (f"row {bad[0] + 1}, column {bad[1] + 1}" if len(bad) == 2
+                     else f"element [{', '.join(map(str, bad))}]")
+        raise AttnError(f"{prefix}{where_bad}: {not_finite(float(array[bad]), request.special)}", source=source)
     return Matrix(array, vector=vector)
 
+
+def pytorch_file(source: str) -> AttnError:
+    """A PyTorch pickle (torch.save): attn never unpickles, so say how to save it instead."""
+    return AttnError("is a PyTorch file (torch.save), which attn does not read: it would have to unpickle it",
+                     source=source, hint="save the tensor with np.save(f, t.numpy()) or in a safetensors file")

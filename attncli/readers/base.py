@@ -14,16 +14,18 @@ from attncli.errors import AttnError, file_error
 
 @dataclass
 class Matrix:
-    """A 2-D array with optional row and column names."""
+    """A 2-D array with optional row and column names; read as a tensor
+    (``Request.tensors``), [..., rows, cols] of any rank ≥ 2, the names
+    being those of the last two axes."""
 
-    values: Any  # np.ndarray [rows, cols]: float32/float64, or bool for a mask
+    values: Any  # np.ndarray [rows, cols] (tensors: [..., rows, cols]): float, or bool for a mask
     row_labels: list[str] | None = None
     col_labels: list[str] | None = None
     vector: bool = False  # written as a flat list or a 1-D array (held as one row)
     choices: list[Choice] = field(default_factory=list)  # readings the reader chose where two were possible
 
     @property
-    def shape(self) -> tuple[int, int]:
+    def shape(self) -> tuple[int, ...]:
         return self.values.shape
 
 
@@ -157,6 +159,8 @@ class Request:
     text: TextSettings = TextSettings()  # how to read CSV/TSV/text
     bundle: bool = False  # named matrices (q, k, v, ...), never one matrix
     bundle_if: frozenset[str] = frozenset()  # else: named matrices when it has one of these entries (any case)
+    tensors: bool = False  # any rank ≥ 2 ([..., rows, cols]) in the stored float dtype (NPY, NPZ, safetensors)
+    finite: bool = True  # refuse NaN and infinities (a kernel's output under check may hold them)
 
     def is_bundle(self, names: Iterable[Any]) -> bool:
         """Read an input holding entries ``names`` as named matrices?"""
@@ -170,7 +174,7 @@ class Request:
     def entry(self, name: str) -> Request:
         """How to read the bundle entry ``name``: ``mask`` is a mask, ``bias`` a bias, the rest numbers."""
         role = entry_key(name)
-        return Request(mask=role == "mask", bias=role == "bias", text=self.text)
+        return Request(mask=role == "mask", bias=role == "bias", text=self.text, tensors=self.tensors)
 
 
 NUMBERS = Request()  # the default request: one matrix of numbers, text read as its own layout says
@@ -209,19 +213,22 @@ def decode_text(data: bytes, source: str) -> str:
 CHECK_BLOCK = 1 << 20  # cells checked at a time for NaN/inf
 
 
-def first_bad(values: Any, mask: bool) -> tuple[int, int] | None:
-    """(row, col) of the first NaN/inf (a mask may hold -inf), or None."""
+def first_bad(values: Any, mask: bool) -> tuple[int, ...] | None:
+    """(row, col) of the first NaN/inf (a mask may hold -inf), or None; for a
+    tensor [..., rows, cols], the index of every axis."""
     import numpy as np
 
     if values.dtype == bool:
         return None
-    step = max(1, CHECK_BLOCK // max(1, values.shape[1]))
-    for start in range(0, values.shape[0], step):  # in blocks: a mapped file is never read whole
-        block = values[start : start + step]
+    shape = values.shape
+    flat = values.reshape(-1, shape[-1]) if values.ndim > 2 else values
+    step = max(1, CHECK_BLOCK // max(1, flat.shape[1]))
+    for start in range(0, flat.shape[0], step):  # in blocks: a mapped file is never read whole
+        block = np.asarray(flat[start : start + step], dtype=np.float64 if flat.dtype.itemsize > 4 else np.float32)
         bad = np.isnan(block) | (np.isposinf(block) if mask else np.isinf(block))
         if bad.any():
             i, j = np.argwhere(bad)[0]
-            return start + int(i), int(j)
+            return tuple(int(n) for n in np.unravel_index(start * flat.shape[1] + i * flat.shape[1] + j, shape))
     return None
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from attncli.readers import arrays, text, trees
+from attncli.readers import arrays, tensors, text, trees
 from attncli.readers.base import BY_FILE, Bundle, Input, Matrix, NotABundle, Request, TextSettings
 from attncli.readers.encodings import head_text
 from attncli.readers.layout import is_comment, sep_line
@@ -30,6 +30,7 @@ class Format:
     read: Reader
     magic: tuple[bytes, ...] = ()  # first bytes that mark it, whatever the name
     bundles: bool = False  # can hold named matrices (q, k, v, ...), not only one matrix
+    recognise: Callable[[bytes], bool] | None = None  # when no fixed first bytes mark it
 
 
 FORMATS: dict[str, Format] = {f.name: f for f in (
@@ -38,6 +39,8 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
     Format("txt", (), text.read_txt),  # .txt and .dat may hold CSV or TSV too: recognised by content
     Format("npy", (".npy",), arrays.read_npy, magic=(arrays.NPY_MAGIC,)),
     Format("npz", (".npz",), arrays.read_npz, magic=arrays.NPZ_MAGIC, bundles=True),
+    Format("safetensors", (".safetensors",), tensors.read_safetensors, bundles=True,
+           recognise=tensors.looks_like_safetensors),
     Format("yaml", (".yaml", ".yml"), trees.read_yaml, bundles=True),
     Format("json", (".json",), trees.read_json, bundles=True),
     Format("jsonl", (".jsonl", ".ndjson"), trees.read_json_lines),  # one row per line, as `jq -c '.[]'` writes
@@ -53,6 +56,8 @@ def read_input(
     bias: bool = False,
     bundle: bool | Iterable[str] = False,
     text: TextSettings = BY_FILE,
+    tensors: bool = False,
+    finite: bool = True,
 ) -> Bundle:
     """Read a file (a path) or bytes (named ``name`` in errors) in any format.
 
@@ -62,12 +67,16 @@ def read_input(
     when the input has an entry of one of those names, and one matrix otherwise.
     ``mask`` accepts booleans, true/false and -inf (an attention mask),
     ``bias`` -inf (added to the scores). ``text`` says how to read CSV/TSV/text
-    where the file could be read two ways. ``fmt`` overrides the detected format.
+    where the file could be read two ways. ``tensors`` accepts arrays of any
+    rank ≥ 2 in their stored float dtype (NPY, NPZ, safetensors);
+    ``finite=False`` lets NaN and infinities through (NPY, NPZ, safetensors).
+    ``fmt`` overrides the detected format.
     """
     src = Input.of(source, name)
     form = FORMATS[fmt] if fmt else detect(src)
     names = frozenset() if isinstance(bundle, bool) else frozenset(n.lower() for n in bundle)
-    request = Request(mask=mask, bias=bias, bundle=bundle is True, bundle_if=names, text=text)
+    request = Request(mask=mask, bias=bias, bundle=bundle is True, bundle_if=names, text=text, tensors=tensors,
+                      finite=finite)
     if request.bundle and not form.bundles:
         holders = "/".join(f.name.upper() for f in FORMATS.values() if f.bundles)
         raise NotABundle(f"a {form.name.upper()} file holds one matrix, not a bundle", source=src.name,
@@ -76,22 +85,26 @@ def read_input(
 
 
 def read_matrix(source: Input | bytes | str | os.PathLike[str], name: str | None = None, fmt: str | None = None,
-                *, mask: bool = False, bias: bool = False, text: TextSettings = BY_FILE) -> Matrix:
+                *, mask: bool = False, bias: bool = False, text: TextSettings = BY_FILE, tensors: bool = False,
+                finite: bool = True) -> Matrix:
     """The one matrix an input holds; an NPZ archive must hold exactly one array."""
-    return read_input(source, name, fmt, mask=mask, bias=bias, text=text).matrix()
+    return read_input(source, name, fmt, mask=mask, bias=bias, text=text, tensors=tensors, finite=finite).matrix()
 
 
 def read_bundle(source: Input | bytes | str | os.PathLike[str], name: str | None = None,
-                fmt: str | None = None, *, text: TextSettings = BY_FILE) -> Bundle:
-    """Named matrices from a YAML/JSON mapping or an NPZ archive."""
-    return read_input(source, name, fmt, bundle=True, text=text)
+                fmt: str | None = None, *, text: TextSettings = BY_FILE, tensors: bool = False) -> Bundle:
+    """Named matrices from a YAML/JSON mapping, an NPZ archive or a safetensors file."""
+    return read_input(source, name, fmt, bundle=True, text=text, tensors=tensors)
 
 
 EXTENSIONS = {ext: f for f in FORMATS.values() for ext in f.extensions}
+PYTORCH_EXTENSIONS = (".pt", ".pth")  # torch.save pickles: refused with a hint, never unpickled
 
 
 def detect(source: Input) -> Format:
     """The format of an input: from its extension, else from its bytes."""
+    if source.suffix in PYTORCH_EXTENSIONS:
+        raise arrays.pytorch_file(source.name)
     return EXTENSIONS.get(source.suffix) or FORMATS[sniff(source.data())]
 
 
@@ -103,7 +116,7 @@ def detect_format(name: str, data: bytes) -> str:
 def sniff(data: bytes) -> str:
     """The format of bytes: a format's magic bytes, else ``sniff_text``."""
     for form in FORMATS.values():
-        if form.magic and data.startswith(form.magic):
+        if form.magic and data.startswith(form.magic) or form.recognise and form.recognise(data):
             return form.name
     return sniff_text(data)
 

@@ -20,6 +20,8 @@ from attncli.cli.options import (
     FilesArgument,
     FormatOption,
     HtmlOption,
+    Layout,
+    LayoutOption,
     PrecisionOption,
     ReadFlags,
     SvgOption,
@@ -27,6 +29,7 @@ from attncli.cli.options import (
     read_options,
 )
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 from attncli.text import plural
 
@@ -40,6 +43,7 @@ Examples:
   attn explain q.csv k.csv v.csv --query 2 --causal       # query row 2, term by term
   attn explain samples/colors.yaml -f json | jq .scaled
   attn explain samples/colors.yaml --html colors.html
+  attn explain q.npy k.npy v.npy --head 3 --rope neox --window 3,0 --sinks s.npy   # one head of a tensor
 """
 
 TERMS = 8  # terms written out in a sum before the rest are summarised
@@ -47,6 +51,7 @@ TERMS = 8  # terms written out in a sum before the rest are summarised
 
 @attention_options()
 @read_options()
+@view_options()
 def explain(
     files: FilesArgument,
     query: Annotated[str | None, typer.Option(
@@ -56,23 +61,35 @@ def explain(
     )] = None,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
+    layout: LayoutOption = Layout.bhsd,
+    batch: Annotated[int | None, typer.Option(
+        "--batch", min=0, metavar="B", show_default=False,
+        help="For tensors: the batch whose steps are shown (from 0). Default: the first.")] = None,
+    head: Annotated[int | None, typer.Option(
+        "--head", min=0, metavar="H", show_default=False,
+        help="For tensors: the query head whose steps are shown (from 0). Default: the first.")] = None,
     fmt: FormatOption = None,
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 
-    In order: the inputs and their shapes, the scores QKᵀ, the scaled scores,
-    the mask, the softmax weights and the output as a weighted sum, written
-    out term by term for one query. Takes the same inputs and options as
-    'attn run'. In a pipe: JSON with scores, scaled, logits, weights, output.
+    In order: the inputs and their shapes, RoPE when asked, the scores QKᵀ,
+    the scaled (and soft-capped) scores, the mask, bias, ALiBi and window,
+    the softmax weights (with sinks) and the output as a weighted sum,
+    written out term by term for one query. Takes the same inputs and options
+    as 'attn run'; for tensors, one (batch, head) is explained. In a pipe:
+    JSON with scores, scaled, logits, weights, output.
     """
-    problem = load_problem(files, attention, reading.settings())
+    problem = load_problem(files, attention, reading.settings(), layout)
     options = problem.options
     steps = compute(problem, options)
-    result = explain_result(problem, steps, precision, options, pick_query(problem, query))
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn explain")
+    if problem.tensors or steps.rotated is not None:
+        problem, steps = one_head(problem, steps, batch, head)
+    result = explain_result(problem, steps, precision, options, pick_query(problem, query), look.style())
+    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn explain")
 
 
 def pick_query(problem: Problem, query: str | None) -> int:
@@ -88,11 +105,12 @@ def pick_query(problem: Problem, query: str | None) -> int:
     raise UsageError(f"--query {query}: no such query", hint=f"Q has {rows}; give a number or a label")
 
 
-def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int) -> Result:
+def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int,
+                   style=None) -> Result:
     """JSON with every step, and the step-by-step view, for query row ``i``."""
     import math
 
-    base = run_result(problem, steps, precision, options)  # the JSON fields and matrices run writes
+    base = run_result(problem, steps, precision, options, style=style)  # the JSON fields and matrices run writes
     scaled = steps.scores * steps.scale / options.temperature
     data = {
         "queries": base.data["queries"], "keys": base.data["keys"], "columns": base.data["columns"],
@@ -105,11 +123,14 @@ def explain_result(problem: Problem, steps, precision: int, options: AttentionOp
         "logits": [[x if math.isfinite(x) else None for x in row] for row in steps.logits.tolist()],
         "weights": steps.weights, "output": steps.output,
     }
+    if "slice" in problem.meta:
+        data["batch"], data["head"] = problem.meta["slice"]
     data.update((key, value) for key, value in base.data.items() if key not in data)
-    return Result(data, explain_view(problem, steps, precision, options, i, scaled), base.matrices)
+    return Result(data, explain_view(problem, steps, precision, options, i, scaled, style), base.matrices,
+                  base.maps)
 
 
-def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled):
+def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled, style=None):
     """The steps one under another: a heading, a sentence or two, the numbers."""
     import itertools
 
@@ -123,6 +144,7 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
     rows, key_rows, key_cols = shown_labels(problem)
     label = problem.queries[i]
     description = problem.meta.get("description")
+    cosine = options.similarity == "cosine"
 
     def table(values, row_labels, col_labels, title):
         return number_table(values, row_labels, col_labels, precision=precision, title=title)
@@ -136,7 +158,8 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
 
     sections = [
         Text.assemble(("attention, step by step: ", "bold"), "softmax(QKᵀ/√d_k)V",
-                      ("\n" + str(description)) if description else "", "\n", describe(steps, d_k, options)),
+                      ("\n" + str(description)) if description else "", "\n", describe(steps, d_k, options),
+                      *(part for line in variant_lines(problem, options) for part in ("\n", line))),
         heading("The inputs",
                 "Each row is a vector. Every query is compared with every key, and each key has a value."),
         table(q, rows, problem.q.col_labels or _columns(d_k),
@@ -144,16 +167,18 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
         table(k, key_rows, problem.k.col_labels or _columns(d_k),
               f"K: {plural(n_k, 'key')}, {n_k}×{d_k}"),
         table(v, key_rows, problem.columns, f"V: one value per key, {n_k}×{d_v}"),
-        heading("Scores: QKᵀ", *score_sentences(problem, options, i, precision)),
-        table(steps.scores, rows, key_cols, "scores = Q · Kᵀ, queries down, keys across"),
-        heading("Scaled scores", *scale_sentences(steps, d_k, options)),
+        *rope_section(problem, steps, options, rows, key_rows, precision, heading),
+        heading("Scores: cos(q, k)" if cosine else "Scores: QKᵀ",
+                *score_sentences(problem, options, i, precision, steps.rotated)),
+        table(steps.scores, rows, key_cols, "scores = cos(q, k) of each query and key, queries down, keys across"
+              if cosine else "scores = Q · Kᵀ, queries down, keys across"),
+        heading("Scaled scores", *scale_sentences(steps, d_k, options, precision)),
         table(scaled, rows, key_cols, "scaled scores"),
-        *mask_section(problem, steps, scaled, rows, key_cols, precision, heading),
-        heading("Weights: softmax of each row",
-                "Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: "
-                "e^x / Σ e^x, so the biggest score gets the most weight. Brighter = more attention."),
+        *softcap_section(scaled, options, rows, key_cols, precision, heading),
+        *mask_section(problem, steps, scaled, rows, key_cols, precision, heading, options),
+        heading("Weights: softmax of each row", *softmax_sentences(options)),
         heatmap(steps.weights, rows, key_cols, precision=precision, allowed=steps.allowed,
-                title=f"weights, {rows_sum(options, n_q, n_k)}"),
+                title=f"weights, {rows_sum(options, n_q, n_k)}", style=style),
         heading("Output: weights · V",
                 "Each query's output is the values added up, each times the query's weight for its key:"),
         Text(weighted_sum(label, steps.weights[i], v, steps.output[i], precision,
@@ -164,31 +189,51 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
     return stack(*sections)
 
 
-def score_sentences(problem: Problem, options: AttentionOptions, i: int, precision: int) -> list[str]:
-    """What a score is, and the first one written out for query ``i``."""
-    if options.similarity == "cosine":
-        return ["A score is the cosine similarity of a query and a key: the dot product of the two rows "
-                "scaled to length 1, from −1 (opposite directions) to 1 (the same direction)."]
-    from attncli.output.render import short
+def factor(x: float, precision: int) -> str:
+    """A number in a product, as the tables show it, in brackets when negative: 2.000 × (-1.000)."""
+    from attncli.output.render import fmt
 
-    q, k = problem.q.values[i], problem.k.values[0]
-    products = [f"{short(a, precision)} × {short(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
+    text = fmt(x, precision)
+    return f"({text})" if text.startswith("-") else text
+
+
+def score_sentences(problem: Problem, options: AttentionOptions, i: int, precision: int,
+                    rotated=None) -> list[str]:
+    """What a score is, and the first one written out for query ``i`` (of the
+    rotated Q and K with RoPE), in the tables' number format."""
+    import math
+
+    from attncli.output.render import fmt
+
+    q, k = (problem.q.values[i], problem.k.values[0]) if rotated is None else (rotated[0][i], rotated[1][0])
+    products = [f"{factor(a, precision)} × {factor(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
+    dot = f"{problem.queries[i]} · {problem.keys[0]} = {_sum(products)} = {fmt(float(q @ k), precision)}"
+    if options.similarity == "cosine":
+        lengths = math.sqrt(float(q @ q)) * math.sqrt(float(k @ k))
+        cosine = float(q @ k) / lengths if lengths else 0.0
+        return ["A score is the cosine similarity of a query and a key: their dot product divided by both "
+                "lengths, from −1 (opposite directions) to 1 (the same direction).",
+                dot,
+                f"cos({problem.queries[i]}, {problem.keys[0]}) = {fmt(float(q @ k), precision)} / "
+                f"({fmt(math.sqrt(float(q @ q)), precision)} × {fmt(math.sqrt(float(k @ k)), precision)}) "
+                f"= {fmt(cosine, precision)}"]
     return [
         "A score is the dot product of a query and a key: multiply them number by number and add up. "
         "The more alike they are, the bigger the score.",
-        f"{problem.queries[i]} · {problem.keys[0]} = {_sum(products)} "
-        f"= {short(float(q @ k), precision)}",
+        dot,
     ]
 
 
-def scale_sentences(steps, d_k: int, options: AttentionOptions) -> list[str | None]:
+def scale_sentences(steps, d_k: int, options: AttentionOptions, precision: int) -> list[str | None]:
     """Which scale, and why."""
+    from attncli.output.render import fmt
+
     if options.scale is not None:
         first = f"The scores are multiplied by {steps.scale:g}, as --scale asks."
     elif options.similarity == "cosine":
         first = "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1)."
     else:
-        first = (f"The scores are multiplied by 1/√d_k = 1/√{d_k} = {steps.scale:.4g}: dot products of "
+        first = (f"The scores are multiplied by 1/√d_k = 1/√{d_k} = {fmt(steps.scale, precision)}: dot products of "
                  "longer vectors spread wider, and scaling keeps softmax from piling all the weight "
                  "on one key.")
     temperature = options.temperature
@@ -198,24 +243,116 @@ def scale_sentences(steps, d_k: int, options: AttentionOptions) -> list[str | No
     return [first, second]
 
 
-def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int, heading) -> list:
-    """Step 4 when there is a mask or a bias: which pairs are forbidden, and the scores it changes."""
+def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int, heading,
+                 options: AttentionOptions | None = None) -> list:
+    """Step 4 when there is a mask, causal, a window, ALiBi or a bias: which pairs
+    are forbidden, and the scores they change."""
+    import numpy as np
+
     from attncli.output.render import number_table
 
-    if steps.allowed is None and problem.options.bias is None:
+    options = options or problem.options
+    if options.softcap is not None:
+        scaled = options.softcap * np.tanh(scaled / options.softcap)
+    biased = options.bias is not None
+    if steps.allowed is None and not biased and np.array_equal(steps.logits, scaled):
         return []
     parts = []
+    alibi = options is not None and options.uses_alibi
     if steps.allowed is not None:
         forbidden = int((~steps.allowed).sum())
-        why = " Causal: each query sees only the keys up to its own position." if not problem.masked else ""
+        why = ""
+        if options.window is not None:
+            left, right = options.window
+            n_q, n_k = steps.allowed.shape[-2:]
+            span = " to ".join(_side(n_k - n_q, side, sign) for side, sign in ((left, "−"), (right, "+")))
+            why += f" The window ({left},{right}) lets query i see keys {span}."
+        if not problem.masked and options.causal is not None:
+            why += " Causal: each query sees only the keys up to its own position."
         parts.append(f"The mask forbids {forbidden} of {steps.allowed.size} query–key pairs (–).{why} "
                      "A forbidden pair's score becomes −∞, so softmax gives it weight 0.")
-    biased = problem.options.bias is not None
+    if alibi:
+        parts.append("ALiBi adds −m·|i + n_k − n_q − j| to each score: the farther the key from the query, "
+                     "the lower its score (m is this head's slope).")
     if biased:
         parts.append("The bias adds its numbers to the scaled scores; −∞ there forbids a pair too.")
-    title = "Mask and bias" if biased and steps.allowed is not None else "Bias" if biased else "Mask"
-    return [heading(title, *parts), number_table(steps.logits, rows, key_cols, precision=precision,
-                                 title=f"scaled scores with the {title.lower()} (−inf = forbidden)")]
+    shown = [name for name, used in (("mask", steps.allowed is not None), ("bias", biased), ("ALiBi", alibi)) if used]
+    title = " and ".join(shown) or "mask"
+    title = title[0].upper() + title[1:]
+    return [heading(title, *parts),
+            number_table(steps.logits, rows, key_cols, precision=precision,
+                         title=f"scaled scores with the {' and '.join(shown) or 'mask'} (−inf = forbidden)")]
+
+
+def _side(shift: int, side: int, sign: str) -> str:
+    """'i − 3', 'i + 2 + 0', or 'any' for −1: one end of a window, bottom-right aligned."""
+    if side == -1:
+        return "0" if sign == "−" else "the last"
+    total = shift - side if sign == "−" else shift + side
+    return "i" if total == 0 else f"i {'+' if total > 0 else '−'} {abs(total)}"
+
+
+def variant_lines(problem: Problem, options: AttentionOptions) -> list[str]:
+    """The order the variants act in, and which (batch, head) of a tensor is shown."""
+    from attncli.cli.qkv import variant_parts
+
+    lines = []
+    if variant_parts(options):
+        lines.append("logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
+                     "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)")
+    where = problem.meta.get("slice")
+    if where:
+        lines.append(f"batch {where[0]} · head {where[1]} of the tensors (--batch, --head choose another)")
+    return lines
+
+
+def rope_section(problem: Problem, steps, options: AttentionOptions, rows, key_rows, precision: int,
+                 heading) -> list:
+    """With RoPE: Q and K rotated by their positions, the step before the scores."""
+    if steps.rotated is None or options.rope is None:
+        return []
+    from attncli.output.render import number_table
+
+    rope = options.rope
+    n_q, n_k, d_k = steps.scores.shape[-2], steps.scores.shape[-1], steps.rotated[0].shape[-1]
+    dim = rope.dim or d_k
+    start = n_k - n_q if rope.offset is None else rope.offset
+    pairs = (f"feature i with feature i + {dim // 2} (rotate_half)" if rope.style == "neox"
+             else "features 2i and 2i + 1 (interleaved)")
+    rest = f" Features {dim} to {d_k - 1} are left as they are." if dim < d_k else ""
+    columns = [f"d{j}" for j in range(d_k)]
+    return [
+        heading(f"RoPE ({rope.style}): Q and K rotated by position",
+                f"Each pair of features turns by the angle position · {rope.theta:g}^(−2i/{dim}); {rope.style} pairs "
+                f"{pairs}.{rest} Keys sit at positions 0 to {n_k - 1}, queries at {start} to {start + n_q - 1}, "
+                "so a score depends on how far apart the two are."),
+        number_table(steps.rotated[0], rows, columns, precision=precision, title="RoPE(Q)"),
+        number_table(steps.rotated[1], key_rows, columns, precision=precision, title="RoPE(K)"),
+    ]
+
+
+def softcap_section(scaled, options: AttentionOptions, rows, key_cols, precision: int, heading) -> list:
+    """With a soft-cap: the scaled scores squashed into ±C."""
+    if options.softcap is None:
+        return []
+    import numpy as np
+
+    from attncli.output.render import number_table
+
+    cap = options.softcap
+    return [heading("Soft-cap", f"Each scaled score x becomes {cap:g} · tanh(x / {cap:g}): about x when small, never "
+                                f"beyond ±{cap:g} (Gemma 2)."),
+            number_table(cap * np.tanh(scaled / cap), rows, key_cols, precision=precision, title="soft-capped scores")]
+
+
+def softmax_sentences(options: AttentionOptions) -> list[str]:
+    """How weights come from the logits (with sinks: one more term in the denominator)."""
+    if options.sinks is None:
+        return ["Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: "
+                "e^x / Σ e^x, so the biggest score gets the most weight. Brighter = more attention."]
+    return ["Softmax turns each row into weights e^x / (Σ e^x + e^s), where s is the head's sink: a logit with "
+            "no key and no value that takes its share of the denominator (gpt-oss). So each row sums to less "
+            "than 1, and a query that finds no good key can give little weight to all of them."]
 
 
 def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -> str:
@@ -234,10 +371,10 @@ def weighted_sum(label: str, weights, v, output, precision: int, allowed=None) -
 
 
 def _vector(row, precision: int, limit: int = 4) -> str:
-    """'[1, 0]', or '[0.1, 0.2, 0.3, 0.4, … 46 more]' for a long row."""
-    from attncli.output.render import short
+    """'[1.000, 0.000]', or '[0.100, 0.200, 0.300, 0.400, … 46 more]' for a long row."""
+    from attncli.output.render import fmt
 
-    values = [short(x, precision) for x in row.tolist()[:limit]]
+    values = [fmt(x, precision) for x in row.tolist()[:limit]]
     more = f", … {len(row) - limit} more" if len(row) > limit else ""
     return f"[{', '.join(values)}{more}]"
 
@@ -250,3 +387,41 @@ def _sum(terms: list[str]) -> str:
 
 def _columns(d: int) -> list[str]:
     return [f"d{j}" for j in range(d)]
+
+
+def one_head(problem: Problem, steps, batch: int | None, head: int | None):
+    """The 2-D problem and steps of one (batch, head) of tensors, to explain
+    as any matrix; K and V from the head that query head serves (grouped-query)."""
+    from attncli.cli.qkv import slice_of, slices
+    from attncli.core.reference import Steps
+    from attncli.readers import Matrix
+
+    b, h = batch or 0, head or 0
+    slices(steps.weights.shape, b, h)  # a usage error when out of range
+    lead = steps.weights.shape[:-2]
+
+    def cut(values):
+        return _head_of(values, lead, b, h)
+
+    q, k, v = (Matrix(cut(m.values), m.row_labels, m.col_labels) for m in (problem.q, problem.k, problem.v))
+    rotated = None if steps.rotated is None else (cut(steps.rotated[0]), cut(steps.rotated[1]))
+    one = Steps(slice_of(steps.scores, b, h), steps.scale, slice_of(steps.logits, b, h),
+                None if steps.allowed is None else slice_of(steps.allowed, b, h), slice_of(steps.weights, b, h),
+                slice_of(steps.output, b, h), rotated)
+    meta = {**problem.meta, **({"slice": (b, h)} if problem.tensors else {})}
+    return Problem(q, k, v, problem.options, meta, problem.masked, flags=problem.flags, arrays=problem.arrays,
+                   layout=problem.layout), one
+
+
+def _head_of(values, lead: tuple[int, ...], b: int, h: int):
+    """[..., H_x, n, d] -> [n, d]: batch b (leading axes flattened) for query head h,
+    where H_x is H (one per query head), fewer (K/V heads of grouped-query) or 1."""
+    import numpy as np
+
+    if values.ndim == 2:
+        return values
+    heads = lead[-1] if lead else 1
+    values = values.reshape((1,) * (len(lead) + 2 - values.ndim) + values.shape)  # as many axes as the weights
+    h_x = values.shape[-3]
+    values = np.broadcast_to(values, lead[:-1] + (h_x,) + values.shape[-2:])
+    return np.asarray(values.reshape(-1, h_x, *values.shape[-2:])[b, h * h_x // heads], dtype=values.dtype)

@@ -30,6 +30,7 @@ from attncli.cli.options import (
 )
 from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
@@ -54,6 +55,7 @@ Examples:
 
 @attention_options("scale", "temperature", "similarity")
 @read_options()
+@view_options("png", "pdf")
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
@@ -87,12 +89,13 @@ def lookup(
     reading: ReadFlags = FROM_READ_OPTIONS,
     fmt: FormatOption = None,
     emit_which: Annotated[Emit | None, typer.Option(
-        "--emit", show_default=False,
+        "--emit", metavar="weights|output", show_default=False,
         help="The matrix csv/tsv/npy write: weights, or output (the default when there are values).",
     )] = None,
     precision: PrecisionOption = 3,
     svg: SvgOption = None,
     html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Look words up by meaning: attention of query words over key words.
 
@@ -130,7 +133,7 @@ def lookup(
     if which == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
     emit(_result(queries, key_names, value_matrix, space, steps, options, precision), fmt, which,
-         svg=svg, html=html, title="attn lookup")
+         svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn lookup")
 
 
 def _keys_and_values(keys: list[str] | None, values: list[str] | None, dict_file: str | None,
@@ -243,4 +246,7 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
                      None if value_matrix is None else steps.output[i], precision=precision)
         for i, query in enumerate(queries)
     ]
-    return Result(data, stack(header, *views), matrices)
+    from attncli.output.maps import AttentionMaps
+
+    maps = AttentionMaps.single(steps.weights, list(queries), list(keys), title=f"lookup in {space.name}")
+    return Result(data, stack(header, *views), matrices, maps)

@@ -7,11 +7,15 @@ from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
     AttentionFlags,
+    BatchOption,
     Emit,
     EmitOption,
     FilesArgument,
     FormatOption,
+    HeadOption,
     HtmlOption,
+    Layout,
+    LayoutOption,
     PrecisionOption,
     ReadFlags,
     SvgOption,
@@ -19,6 +23,7 @@ from attncli.cli.options import (
     read_options,
 )
 from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 
 EXAMPLES = """\b
 Examples:
@@ -30,32 +35,44 @@ Examples:
   attn run q.npy k.npy v.npy --bias attn_mask.npy  # PyTorch's float attn_mask is added
   attn run q.csv k.csv v.csv --no-header           # a first row 0,1,… is data, not pandas' names
   attn run samples/colors.yaml --svg colors.svg --html colors.html
+  attn run q.npy k.npy v.npy -f npy > out.npy      # (batch, heads, seq, dim), any rank
+  attn run case.safetensors --rope neox --window 127,0 --softcap 50 -f safetensors > out.safetensors
+  attn run q.npy k.npy v.npy --layout bshd --sinks sinks.npy --head 3
 """
 
 @attention_options()
 @read_options()
+@view_options()
 def run(
     files: FilesArgument,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
+    layout: LayoutOption = Layout.bhsd,
+    batch: BatchOption = None,
+    head: HeadOption = None,
     fmt: FormatOption = None,
     emit_which: EmitOption = Emit.output,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
-    """Compute softmax(QKᵀ/√d_k)V on matrices from files.
+    """Compute softmax(QKᵀ/√d_k)V on matrices or tensors from files.
 
     On a terminal: a heatmap of the weights (queries down, keys across) and the
-    outputs. In a pipe: one JSON object with queries, keys, weights, output and
-    scale. Rows are vectors: Q is n_q×d_k, K is n_k×d_k, V is n_k×d_v.
+    outputs, one of each per (batch, head) for tensors. In a pipe: one JSON
+    object with queries, keys, weights, output and scale. Rows are vectors: Q
+    is n_q×d_k, K is n_k×d_k, V is n_k×d_v; NPY, NPZ and safetensors tensors
+    are (batch, heads, seq, dim), or with --layout bshd (batch, seq, heads, dim).
     """
-    problem = load_problem(files, attention, reading.settings())
+    problem = load_problem(files, attention, reading.settings(), layout)
     options = problem.options
-    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and svg is None and html is None:
+    style = look.style()
+    pictures = (svg, html, look.png, look.pdf)
+    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and pictures == (None,) * 4:
         # Only the output is written: the blocked kernel never holds the weights.
         emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
         return
     steps = compute(problem, options)
-    result = run_result(problem, steps, precision, options)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn run")
+    result = run_result(problem, steps, precision, options, batch, head, style)
+    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn run")
 

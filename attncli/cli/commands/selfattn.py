@@ -40,6 +40,7 @@ from attncli.cli.options import (
 from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named, read_named
 from attncli.cli.settings import BundleSettings, given_on_command_line
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import plural
@@ -85,20 +86,20 @@ BvOption = Annotated[str | None, typer.Option(
 BoOption = Annotated[str | None, typer.Option(
     "--bo", metavar="FILE", show_default=False, help="b_o, d_out numbers; needs W_O.")]
 HeadsOption = Annotated[int, typer.Option(
-    "--heads", "-H", min=1,
+    "--heads", "-H", metavar="H", min=1,
     help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
 )]
 SeedOption = Annotated[int, typer.Option(
-    "--seed", min=0,
+    "--seed", metavar="S", min=0,
     help="Seed of the random W_Q, W_K, W_V: each d×d' matrix is drawn from N(0, 1/d) (LeCun normal), "
          "so projected features stay as large as the inputs and the scores near 1.",
 )]
 DAttnOption = Annotated[int | None, typer.Option(
-    "--d-attn", min=1, show_default=False,
+    "--d-attn", metavar="N", min=1, show_default=False,
     help="Width of random W_Q and W_K (the attention space). Default: the width of a given W_Q or W_K, else d_in.",
 )]
 DOutOption = Annotated[int | None, typer.Option(
-    "--d-out", min=1, show_default=False,
+    "--d-out", metavar="N", min=1, show_default=False,
     help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
 )]
 ColumnsOption = Annotated[bool, typer.Option(
@@ -127,6 +128,7 @@ BUNDLE_META: dict[str, Any] = {"description": str}  # a bundle's plain settings 
 
 @attention_options()
 @read_options()
+@view_options()
 def self_attention(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(
@@ -151,7 +153,7 @@ def self_attention(
     bo: BoOption = None,
     heads: HeadsOption = 1,
     head: Annotated[int | None, typer.Option(
-        "--head", min=0, show_default=False,
+        "--head", metavar="N", min=0, show_default=False,
         help="Show only head N (numbered from 0) on the terminal, and write only its n_q×n_k weights "
              "with --emit weights in csv/tsv/npy. JSON always holds every head.",
     )] = None,
@@ -173,6 +175,7 @@ def self_attention(
     precision: PrecisionOption = 3,
     svg: SvgOption = None,
     html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Self-, cross- and multi-head attention: project X (and a context Z), attend, project out.
 
@@ -197,9 +200,10 @@ def self_attention(
     steps, random = compute_self(problem, options, heads=heads, seed=problem.settings.seed,
                                  d_attn=problem.settings.d_attn, d_out=problem.settings.d_out)
     check_attention(options, problem.queries, len(problem.keys), steps.heads.weights, steps.heads.logits, heads)
-    settings = {"seed": problem.settings.seed, "random": random, "options": options, "head": head}
+    settings = {"seed": problem.settings.seed, "random": random, "options": options, "head": head,
+                "style": look.style()}
     result = self_result(problem, steps, settings, precision)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, title="attn self")
+    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn self")
 
 
 @dataclass
@@ -415,7 +419,22 @@ def self_result(problem: SelfProblem, steps, settings: dict, precision: int) -> 
         "v": Emitted(steps.v, problem.context.row_labels),
     }
     view = functools.partial(_view, problem, steps, dims, settings, data["columns"], precision)
-    return Result(data, view, matrices)
+    return Result(data, view, matrices, functools.partial(_maps, problem, steps, settings))
+
+
+def _maps(problem: SelfProblem, steps, settings: dict):
+    """Every head's weights (or the one --head picks) for the head view and figures."""
+    from attncli.output.maps import AttentionMaps
+
+    n_head = steps.weights.shape[0]
+    shown = list(range(n_head)) if settings["head"] is None else [settings["head"]]
+    allowed = steps.heads.allowed
+    if allowed is not None:
+        allowed = allowed[shown] if allowed.ndim == 3 else allowed
+    kind = "self-attention" if problem.z is None else "cross-attention"
+    return AttentionMaps(steps.weights[None, shown], problem.queries, problem.keys, [""],
+                         [f"head {h}" for h in shown], None if allowed is None else allowed[None],
+                         f"{kind}, {plural(n_head, 'head')}", settings["style"].scale(steps.weights[shown]))
 
 
 def _dims(problem: SelfProblem, steps, n_head: int) -> dict:
@@ -470,7 +489,8 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     for h in shown:
         title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, {sums}"
         parts.append(heatmap(steps.weights[h], problem.queries, problem.keys, precision=precision,
-                             title=title, allowed=None if allowed is None else allowed[h]))
+                             title=title, allowed=None if allowed is None else allowed[h],
+                             style=settings["style"]))
     if "wo" in problem.weights:
         how = "concat(heads) · W_O" + (" + b_o" if "bo" in problem.weights else "")
     else:

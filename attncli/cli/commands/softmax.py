@@ -8,9 +8,9 @@ from typing import Annotated
 import typer
 
 from attncli.cli.command import OnceCommand
-from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.io import STDIN
-from attncli.cli.options import FormatOption, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
+from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number
 
@@ -21,6 +21,11 @@ Examples:
   echo "30 20 10" | attn softmax -           # numbers from stdin
   attn softmax 1 2 3 | jq .weights
 """
+
+SoftmaxFormatOption = Annotated[Format | None, typer.Option(
+    "--format", "-f", show_default=False,
+    help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. csv/tsv/npy write the weights.",
+)]
 
 SEPARATORS = re.compile(r"[\s,]+")
 DECIMAL_COMMA = re.compile(r"[+\-\u2212]?\d+,\d+")  # "1,5": 1.5 in much of Europe, or the numbers 1 and 5
@@ -69,7 +74,7 @@ def softmax(
              "'-' reads them from stdin.",
     )] = None,
     temperature: TemperatureOption = 1.0,
-    fmt: FormatOption = None,
+    fmt: SoftmaxFormatOption = None,
     precision: PrecisionOption = 4,
     svg: SvgOption = None, html: HtmlOption = None,
 ) -> None:
@@ -151,7 +156,8 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
 
     from attncli.core.options import check_positive
     from attncli.core.reference import softmax
-    from attncli.output.render import ColumnBlocks, cell_style, fmt, short, stack
+    from attncli.output.palette import HeatCell
+    from attncli.output.render import ColumnBlocks, fmt, short, stack
 
     check_positive("temperature", temperature)
     scaled = x / temperature
@@ -160,22 +166,23 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     exps = np.exp(scaled - peak) if np.isfinite(peak) else np.zeros_like(scaled)
     total = float(exps.sum())
     top = float(weights.max()) or 1.0
-    var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"
-    heads = ["x"] + ([var] if temperature != 1 else []) + [
-        f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}", "weight"]
+    var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"  # what softmax is taken of
+    exp = f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}"  # this input's e^(x − max)
+    heads = ["x"] + ([var] if temperature != 1 else []) + [exp, "weight"]
     body = []
     for i, w in enumerate(weights.tolist()):
-        cells: list[str | Text] = [fmt(x[i], precision)]
+        cells: list[str | HeatCell] = [fmt(x[i], precision)]
         cells += [fmt(scaled[i], precision)] if temperature != 1 else []
-        cells += [fmt(exps[i], precision), Text(f" {fmt(w, precision)} ", style=cell_style(w / top))]
+        cells += [fmt(exps[i], precision), HeatCell(fmt(w, precision), w / top)]
         body.append((str(i + 1), cells))
     note = Text.assemble(
         ("softmax ", "bold"), f"of {len(x)} numbers",
         f", temperature {temperature:g}" if temperature != 1 else "", "\n",
-        "weight = e^(x − max) / Σ e^(x − max): subtracting the largest number first changes nothing "
-        "but keeps e^x from overflowing.",
+        f"weight = e^({var} − max) / Σ e^({var} − max)",
+        f", max = {short(peak, precision)} (the largest {var})" if np.isfinite(peak) else "",
+        ": subtracting the largest number first changes nothing but keeps e^x from overflowing.",
     )
-    total_line = Text(f"Σ e^(x − max) = {fmt(total, precision)}; the weights sum to "
+    total_line = Text(f"Σ {exp} = {fmt(total, precision)}; the weights sum to "
                       f"{fmt(float(weights.sum()), precision)}.")
     view = stack(note, ColumnBlocks(heads, body), total_line)
     data = {"input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf

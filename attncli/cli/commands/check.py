@@ -1,0 +1,285 @@
+"""``attn check``: is a kernel's output right?
+
+OUT is compared with attn's float64 reference for the same Q, K, V and
+options, under FlashAttention's rule (``attncli.core.check``). Exit 0 when
+within tolerance, 3 when not; 1 and 2 keep meaning bad data and bad usage.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.options import (
+    FROM_OPTIONS,
+    FROM_READ_OPTIONS,
+    AttentionFlags,
+    FormatOption,
+    HtmlOption,
+    Layout,
+    LayoutOption,
+    PrecisionOption,
+    ReadFlags,
+    SvgOption,
+    attention_options,
+    read_options,
+)
+from attncli.errors import CheckFailed, ShapeError, UsageError
+
+if TYPE_CHECKING:
+    from attncli.cli.qkv import Problem
+    from attncli.core.check import Verdict
+    from attncli.core.options import AttentionOptions
+
+EXAMPLES = """\b
+Examples:
+  attn check out.npy q.npy k.npy v.npy                        # a kernel's output for q, k, v
+  attn check out.safetensors case.safetensors --rope neox --window 127,0 --softcap 50
+  attn check out.npy q.npy k.npy v.npy --layout bshd --causal-align bottom-right
+  attn check out.npy q.npy k.npy v.npy -f json | jq .max_abs_error
+  attn check out.npy q.npy k.npy v.npy -f npy --emit error > err.npy     # |OUT - ref|
+  attn check out.npy case.npz || echo "exit $?: 3 disagrees, 1 bad data, 2 bad usage"
+"""
+
+QUERY_COLUMNS = 32  # the error heatmap's columns: queries are grouped past this many
+
+
+class CheckEmit(str, Enum):
+    """The array csv/tsv/npy/npz/safetensors write."""
+
+    error = "error"  # |OUT − ref|, in the files' layout
+    reference = "reference"  # the float64 reference output, in the files' layout
+
+
+@attention_options()
+@read_options()
+def check(
+    files: Annotated[list[str], typer.Argument(
+        metavar="OUT [Q K V | BUNDLE]", show_default=False,
+        help="OUT, the output a kernel computed (NPY, NPZ or safetensors; float16, bfloat16, float32 or "
+             "float64; (batch, heads, seq, dim) or any rank, as Q), then three files Q K V or one bundle, "
+             "as for 'attn run'.",
+    )],
+    attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
+    layout: LayoutOption = Layout.bhsd,
+    factor: Annotated[float, typer.Option(
+        "--factor", metavar="F",
+        help="OUT may be F times as far from the reference as the naive baseline in OUT's dtype is (plus --atol).",
+    )] = 2.0,
+    atol: Annotated[float | None, typer.Option(
+        "--atol", metavar="A", show_default=False,
+        help="Absolute slack added to the tolerance. Default: 2 units in the last place of OUT's dtype at the "
+             "largest |reference| value.",
+    )] = None,
+    fmt: FormatOption = None,
+    emit_which: Annotated[CheckEmit, typer.Option(
+        "--emit", help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|) or the reference output.",
+    )] = CheckEmit.error,
+    precision: PrecisionOption = 3,
+    svg: SvgOption = None, html: HtmlOption = None,
+) -> None:
+    """Check a kernel's attention output against attn's float64 reference.
+
+    OUT passes when max|OUT - ref| <= factor × max|baseline - ref| + atol
+    (FlashAttention's rule): the baseline is naive attention in OUT's dtype,
+    inputs and every step rounded to it. Prints the verdict, the largest
+    absolute and relative errors and where, a table per head and a heatmap of
+    the error over heads and queries. Exit 0 within tolerance, 3 not (1 bad
+    data, 2 bad usage).
+    """
+    import math
+
+    from attncli.cli.io import check_stdin_once, open_input
+    from attncli.cli.qkv import load_problem, to_layout
+    from attncli.core.check import check as compare
+    from attncli.readers import read_matrix
+
+    if len(files) not in (2, 4):
+        raise UsageError(f"expected OUT and one bundle, or OUT and three files Q K V, got {len(files)} "
+                         f"{'file' if len(files) == 1 else 'files'}")
+    for name, value in (("--factor", factor), ("--atol", atol)):
+        if value is not None and not (math.isfinite(value) and value >= 0):
+            raise UsageError(f"{name} must be a finite number ≥ 0, got {value}")
+    check_stdin_once([*files, *attention.files()])
+    out_source = open_input(files[0])
+    out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
+    problem = load_problem(files[1:], attention, reading.settings(), layout)
+    options = problem.options
+    out_values = to_layout(out.values, layout)
+    check_shape(out_values, problem)
+    verdict = compare(out_values, problem.q.values, problem.k.values, problem.v.values, options, factor, atol)
+    emit(check_result(out_source.name, problem, verdict, options, precision), fmt, emit_which.value,
+         svg=svg, html=html, title="attn check")
+    if not verdict.passed:
+        raise CheckFailed(failure(verdict), source=out_source.name)
+
+
+def check_shape(out, problem: Problem) -> None:
+    """OUT must have the shape of the output of Q, K and V: [..., H_q, n_q, d_v], as the files hold them."""
+    from attncli.cli.qkv import layout_shape
+    from attncli.core.arrays import shape_text
+    from attncli.core.logits import check_shapes, leading_axes
+
+    q, k, v = problem.q.values, problem.k.values, problem.v.values
+    check_shapes(q, k, v)
+    lead, _ = leading_axes(q, k, v)
+    expected = lead + (q.shape[-2], v.shape[-1])
+    if tuple(out.shape) != expected:
+        shown = (shape_text(layout_shape(shape, problem.layout)) for shape in (tuple(out.shape), expected))
+        raise ShapeError("OUT is {} but the output of Q, K and V is {}".format(*shown),
+                         hint="the same inputs, options and layout as the kernel's")
+
+
+def failure(verdict: Verdict) -> str:
+    """The one line of a failed check."""
+    import math
+
+    where = position(verdict.worst, verdict.error.shape)
+    worst = verdict.error[verdict.worst]
+    if not math.isfinite(worst):
+        return f"holds a non-finite value at {where} (the reference is finite)"
+    return (f"disagrees with the reference: max |OUT - ref| = {worst:.3g} at {where} is more than the tolerance "
+            f"{verdict.tolerance:.3g} ({verdict.factor:g} × baseline error {verdict.max_baseline_error:.3g} "
+            f"+ atol {verdict.atol:.3g})")
+
+
+def position(index: tuple[int, ...], shape: tuple[int, ...]) -> str:
+    """'batch 0, head 3, query 5, column 2' for an index of the output [..., H, n_q, d_v]."""
+    names = ["query", "column"] if len(index) == 2 else ["head", "query", "column"]
+    parts = [f"{name} {i}" for name, i in zip(names, index[-len(names):], strict=True)]
+    lead = index[: len(index) - len(names)]
+    if lead:
+        parts.insert(0, f"batch {lead[0] if len(lead) == 1 else tuple(lead)}")
+    return ", ".join(parts)
+
+
+def check_result(name: str, problem: Problem, verdict: Verdict, options: AttentionOptions,
+                 precision: int) -> Result:
+    """JSON, the terminal view and the arrays of one check."""
+    from attncli.cli.qkv import variant_data
+
+    error = verdict.error
+    by_head = _by_head(error)  # [batches, heads, n_q, d_v]
+    heads = by_head.shape[1]
+    worst = verdict.worst
+    data: dict[str, Any] = {
+        "out": name,
+        "passed": verdict.passed,
+        "verdict": "pass" if verdict.passed else "fail",
+        "dtype": verdict.dtype,
+        "max_abs_error": _json_number(verdict.max_error),
+        "max_rel_error": _json_number(verdict.max_relative_error),
+        "worst": {"index": list(worst), "where": position(worst, error.shape),
+                  "out": _json_number(verdict.out[worst]), "reference": float(verdict.reference[worst])},
+        "baseline_error": verdict.max_baseline_error,
+        "factor": verdict.factor,
+        "atol": verdict.atol,
+        "tolerance": verdict.tolerance,
+        "rule": "max|OUT - ref| <= factor * max|baseline - ref| + atol",
+        "per_head": {
+            "max_abs_error": _json_array(by_head.max(axis=(-2, -1))),  # [batches, heads]
+            "baseline_error": _json_array(_by_head(verdict.baseline_error).max(axis=(-2, -1))),
+        },
+        "error_by_query": _json_array(by_head.max(axis=-1)),  # [batches, heads, n_q]
+        "shape": list(problem.to_file_layout(verdict.reference).shape),
+        "layout": problem.layout.value,
+        "scale": options.scale_for(problem.q.shape[-1]),
+        "causal": options.causal or False,
+        **variant_data(options, heads),
+    }
+
+    def view() -> Any:
+        from rich.text import Text
+
+        from attncli.cli.qkv import describe_options
+        from attncli.output.heatmap import ViewStyle
+        from attncli.output.render import heatmap, stack
+
+        ok = verdict.passed
+        header = Text.assemble(
+            ("attn check ", "bold"), name, ": ", ("PASS" if ok else "FAIL", "bold green" if ok else "bold red"),
+            f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {problem.layout.value})\n",
+            describe_options(problem.q.shape[-1], options), "\n",
+            f"max |OUT - ref| {verdict.max_error:.3g} at {data['worst']['where']} "
+            f"(OUT {float(verdict.out[worst]):.6g}, reference {data['worst']['reference']:.6g})\n",
+            f"max relative error {verdict.max_relative_error:.3g} (of max |ref| {verdict.scale:.3g})\n",
+            f"rule: max |OUT - ref| ≤ {verdict.factor:g} × max |baseline - ref| + atol = {verdict.factor:g} × "
+            f"{verdict.max_baseline_error:.3g} + {verdict.atol:.3g} = {verdict.tolerance:.3g}\n",
+            ("baseline: naive attention in float64 summed in another order (blocked kernel)"
+             if verdict.dtype == "float64" else
+             f"baseline: naive attention in {verdict.dtype}, inputs and every step rounded to it"),
+        )
+        rows = _row_labels(by_head.shape[0], heads)
+        grouped, columns = _query_columns(by_head.max(axis=-1).reshape(-1, by_head.shape[2]) / verdict.tolerance)
+        return stack(
+            header,
+            head_table(rows, by_head.max(axis=(-2, -1)).reshape(-1),
+                       _by_head(verdict.baseline_error).max(axis=(-2, -1)).reshape(-1), verdict.tolerance),
+            heatmap(grouped, rows, columns, precision=min(precision, 2), style=ViewStyle(hints=False),
+                    title="max |OUT - ref| / tolerance by head (down) and query (across): above 1 fails"),
+        )
+
+    matrices = {
+        "error": Emitted(problem.to_file_layout(error), problem.q.row_labels, problem.v.col_labels),
+        "reference": Emitted(problem.to_file_layout(verdict.reference), problem.q.row_labels, problem.v.col_labels),
+    }
+    return Result(data, view, matrices)
+
+
+def _json_number(x) -> float | None:
+    """A float, or None (JSON's null) for NaN and infinities, which JSON cannot hold."""
+    import math
+
+    x = float(x)
+    return x if math.isfinite(x) else None
+
+
+def _json_array(values):
+    """An array as JSON can hold it: nested lists with null for NaN, or the array itself when all finite."""
+    import numpy as np
+
+    if np.isfinite(values).all():
+        return values
+    return np.where(np.isfinite(values), values, None).tolist()
+
+
+def _by_head(values):
+    """[..., H, n_q, d] -> [batches, H, n_q, d] (a matrix is one batch of one head)."""
+    if values.ndim == 2:
+        return values[None, None]
+    return values.reshape(-1, *values.shape[-3:])
+
+
+def _row_labels(batches: int, heads: int) -> list[str]:
+    if batches == 1:
+        return [f"head {h}" for h in range(heads)]
+    return [f"batch {b} head {h}" for b in range(batches) for h in range(heads)]
+
+
+def _query_columns(values):
+    """[rows, n_q] -> at most QUERY_COLUMNS columns (the max of each group of queries) and their labels."""
+    import numpy as np
+
+    n_q = values.shape[1]
+    if n_q <= QUERY_COLUMNS:
+        return values, [f"q{i}" for i in range(n_q)]
+    edges = np.linspace(0, n_q, QUERY_COLUMNS + 1).astype(int)
+    grouped = np.stack([values[:, a:b].max(axis=1) for a, b in zip(edges[:-1], edges[1:], strict=True)], axis=1)
+    return grouped, [f"q{a}-{b - 1}" for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+def head_table(rows: list[str], errors, baseline, tolerance: float):
+    """One row per (batch, head): its largest error, the baseline's, and whether it is within the tolerance."""
+    from rich.table import Table
+
+    table = Table(show_edge=False, pad_edge=False, title="per head", title_justify="left")
+    for header in ("", "max |OUT - ref|", "max |baseline - ref|", "within tolerance"):
+        table.add_column(header, justify="right" if header else "left", no_wrap=True)
+    for label, e, b in zip(rows, errors.tolist(), baseline.tolist(), strict=True):
+        ok = bool(e <= tolerance)  # NaN is not
+        table.add_row(label, f"{e:.3g}", f"{b:.3g}", "yes" if ok else "NO", style=None if ok else "red")
+    return table

@@ -1,0 +1,141 @@
+"""Is a kernel's output right? FlashAttention's rule, with attn's reference.
+
+    passes  ⇔  max|OUT − ref| ≤ factor · max|baseline − ref| + atol
+
+``ref`` is the reference in float64. ``baseline`` is what a naive kernel
+working in OUT's dtype gets: the inputs rounded to that dtype and every step
+(RoPE, scores, scaled scores, logits, weights, output) rounded to it, with
+products summed in float32 as GPU tensor cores and PyTorch's CPU kernels do.
+A correct low-precision kernel should be about as close to the truth as that
+baseline; ``atol`` (default: two units in the last place of OUT's dtype at the
+output's largest magnitude) covers a baseline that happens to be exact.
+
+In float64 a naive kernel *is* the reference, so its error would be 0 and
+any other summation order would fail; there the baseline is the blocked
+kernel (online softmax over blocks of 64 keys), whose sums run in another
+order, as another correct float64 kernel's would.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from attncli.core.arrays import is_bfloat16, shape_text
+from attncli.core.kernel import blocked
+from attncli.core.logits import combine, prepare, scores
+from attncli.core.options import AttentionOptions
+from attncli.core.reference import reference, softmax
+from attncli.errors import ShapeError
+
+ULPS = 2.0  # the default atol, in units in the last place of OUT's dtype at max|ref|
+FLOAT64_KEY_BLOCK = 64  # the float64 baseline's key blocks
+
+
+@dataclass
+class Verdict:
+    """The figures of one check; arrays are [..., H, n_q, d_v] like the output."""
+
+    dtype: str  # OUT's dtype
+    out: np.ndarray  # OUT, float64
+    error: np.ndarray  # |OUT − ref|, float64
+    baseline_error: np.ndarray  # |baseline − ref|, float64
+    reference: np.ndarray  # the float64 reference output
+    factor: float
+    atol: float
+
+    @property
+    def max_error(self) -> float:
+        return float(self.error.max()) if self.error.size else 0.0
+
+    @property
+    def max_baseline_error(self) -> float:
+        return float(self.baseline_error.max()) if self.baseline_error.size else 0.0
+
+    @property
+    def scale(self) -> float:
+        """max|ref|: what relative errors are relative to."""
+        return float(np.abs(self.reference).max()) if self.reference.size else 0.0
+
+    @property
+    def max_relative_error(self) -> float:
+        """max|OUT − ref| / max|ref| (0 when the reference is all zeros and so is the error)."""
+        scale = self.scale
+        return self.max_error / scale if scale else (0.0 if self.max_error == 0 else math.inf)
+
+    @property
+    def tolerance(self) -> float:
+        return self.factor * self.max_baseline_error + self.atol
+
+    @property
+    def passed(self) -> bool:
+        return bool(np.isfinite(self.error).all()) and self.max_error <= self.tolerance
+
+    @property
+    def worst(self) -> tuple[int, ...]:
+        """The index of the largest error (a NaN counts as the largest)."""
+        bad = np.isnan(self.error)
+        flat = int(np.argmax(bad)) if bad.any() else int(np.argmax(self.error))
+        return tuple(int(i) for i in np.unravel_index(flat, self.error.shape))
+
+
+def check(out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions,
+          factor: float = 2.0, atol: float | None = None) -> Verdict:
+    """Compare a kernel's output [..., H_q, n_q, d_v] with the float64 reference
+    and the naive baseline in OUT's dtype (see the module's docstring)."""
+    q64, k64, v64 = (np.asarray(m).astype(np.float64) for m in (q, k, v))
+    ref = reference(q64, k64, v64, options).output
+    if tuple(out.shape) != ref.shape:
+        raise ShapeError(f"OUT is {shape_text(tuple(out.shape))} but the output of Q, K and V is {shape_text(ref)}",
+                         hint="the same inputs, options and layout as the kernel's")
+    dtype = np.asarray(out).dtype
+    if dtype == np.float64:
+        base = blocked(q64, k64, v64, options, query_block=64, key_block=FLOAT64_KEY_BLOCK, workers=1)
+    else:
+        base = naive(q, k, v, options, dtype)
+    out64 = np.asarray(out).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.abs(out64 - ref)  # NaN where OUT is NaN
+        baseline_error = np.abs(base.astype(np.float64) - ref)
+    if atol is None:
+        atol = ULPS * ulp(float(np.abs(ref).max()) if ref.size else 0.0, dtype)
+    return Verdict(dtype.name, out64, error, baseline_error, ref, factor, atol)
+
+
+def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, dtype: np.dtype) -> np.ndarray:
+    """Attention as a naive kernel in ``dtype`` computes it: inputs and every
+    intermediate rounded to ``dtype``; sums of products in float32 (float64 for
+    float64). -> [..., H_q, n_q, d_v] in float32 (float64)."""
+    rounded = rounding(dtype)
+    p = prepare(rounded(q), rounded(k), rounded(v), options)  # RoPE in the working dtype...
+    p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # ...then rounded, as a kernel stores it
+    qk = rounded(scores(p))  # [..., n_q, n_k]
+    logits, _ = combine(rounded(qk * p.factor), p)  # soft-cap, bias, ALiBi, masks in the working dtype
+    weights = rounded(softmax(rounded(logits), sink=p.sinks))  # softmax accumulates in the working dtype
+    return p.ungroup(rounded(weights @ p.v))  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v]
+
+
+def rounding(dtype: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
+    """x -> x rounded to ``dtype`` and held in the working dtype (float32, or float64 for float64)."""
+    work = np.float64 if dtype == np.float64 else np.float32
+
+    def rounded(x: np.ndarray) -> np.ndarray:
+        with np.errstate(over="ignore", invalid="ignore"):
+            return np.asarray(x).astype(dtype).astype(work)
+
+    return rounded
+
+
+def ulp(x: float, dtype: np.dtype) -> float:
+    """The unit in the last place of ``dtype`` at |x|: 2^(⌊log₂|x|⌋ − mantissa bits)."""
+    if is_bfloat16(dtype):
+        import ml_dtypes
+
+        info = ml_dtypes.finfo(dtype)
+    else:
+        info = np.finfo(dtype)
+    x = max(abs(x), float(info.tiny))
+    return 2.0 ** (math.floor(math.log2(x)) - int(info.nmant))
