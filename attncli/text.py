@@ -17,11 +17,15 @@ def plural(n: int, one: str, many: str | None = None) -> str:
     return f"{n} {noun(n, one, many)}"
 
 
+MINUS_SIGN = "\u2212"  # "−", as a rendered formula shows a minus: copied, it looks like "-"
+
+
 def parse_number(text: str) -> float | None:
     """Python float syntax ('2', '-1.5e3', 'nan', '-inf', '1_000', surrounding
-    spaces allowed), or None when the text is not a number."""
+    spaces allowed; the minus sign U+2212 is a minus), or None when the text
+    is not a number."""
     try:
-        return float(text)
+        return float(text.replace(MINUS_SIGN, "-"))
     except ValueError:
         return None
 

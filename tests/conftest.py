@@ -35,6 +35,14 @@ class Attn:
         assert result.stderr == ""
         return json.loads(result.stdout)
 
+    def json_and_notes(self, *args, input=None):
+        """The JSON of a successful run and its ``attn: note:`` lines (without the prefix)."""
+        result = self(*args, input=input)
+        assert result.exit_code == 0, result.output
+        lines = result.stderr.splitlines()
+        assert all(line.startswith("attn: note: ") for line in lines), result.stderr
+        return json.loads(result.stdout), [line[len("attn: note: "):] for line in lines]
+
     def fails(self, *args, code=1, input=None, env=None):
         """The one stderr line of a failing run, after checking the exit code."""
         result = self(*args, input=input, env=env)

@@ -10,6 +10,7 @@ Mistakes that need real file descriptors or FIFOs (closed or full streams)
 are in tests/test_hostile.py, with their exact messages too.
 """
 
+import gzip
 import io
 
 import numpy as np
@@ -19,6 +20,12 @@ import pytest
 def npy(array) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=True)
+    return buffer.getvalue()
+
+
+def npz(**arrays) -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
     return buffer.getvalue()
 
 
@@ -52,7 +59,23 @@ CATALOGUE = [
      "{d}/q.csv: the file is empty (expected rows of numbers)"),
     ("empty stdin", {}, ["run", "-", *KV], 1, "<stdin>: the file is empty (expected rows of numbers)"),
     ("not UTF-8", {"q.csv": b"1,2,3\n\xff\xfe\n"}, ["run", "{d}/q.csv", *KV], 1,
-     "{d}/q.csv:2: is not UTF-8 text (a binary file? NPY files start with \\x93NUMPY)"),
+     "{d}/q.csv:2: is not UTF-8 text: it looks like Windows-1252 (Latin-1) text "
+     "(save it as UTF-8, in Excel as CSV UTF-8, or convert it: iconv -f WINDOWS-1252 -t UTF-8)"),
+    ("UTF-16 without a BOM", {"q.csv": "1,2,3\n".encode("utf-16-le")}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is UTF-16 text without a byte-order mark (save it as UTF-8, or convert it: "
+     "iconv -f UTF-16LE -t UTF-8)"),
+    ("damaged UTF-16", {"q.csv": b"\xff\xfe1\x00,\x00\x00\xd8"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:1: is not valid UTF-16 text, though it starts with a UTF-16 byte-order mark"),
+    ("Excel workbook named .csv", {"q.csv": b"PK\x03\x04\x14\x00\x06\x00"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is a zip archive (an Excel .xlsx workbook, or an NPZ archive), not text "
+     "(save a sheet as CSV UTF-8, or name an NPZ archive .npz)"),
+    ("NPY named .csv", {"q.csv": npy(np.ones((1, 3)))}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is an NPY array, not text (name it .npy)"),
+    ("gzip named .csv", {"q.csv": gzip.compress(b"1,2,3\n")}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is gzip-compressed, not text (decompress it first: gunzip)"),
+    ("binary data named .csv", {"q.csv": bytes(range(1, 32)) * 4}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv: is binary data, not text "
+     "(attn reads CSV, TSV, YAML and JSON text, or NPY/NPZ arrays by their extension)"),
     # ---------------------------------------------------------------- CSV
     ("ragged rows", {"q.csv": "1,2,3\n4,5\n"}, ["run", "{d}/q.csv", *KV], 1,
      f"{{d}}/q.csv:2: row has 2 values, expected 3 like the first row {USE}"),
@@ -69,6 +92,28 @@ CATALOGUE = [
      '{d}/q.csv:1: cannot split the line: a quote is opened but never closed '
      '(quote a label that holds a comma: "a, b")'),
     ("stdin bad cell", {}, ["run", "-", *KV], 1, "<stdin>:1: column 2: 'x' is not a number", "1,x,3\n"),
+    ("ragged semicolon rows", {"q.csv": "1;2;3\n4;5\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: row has 2 values, expected 3 like the first row "
+     "(every row needs the same number of columns; cells are split at each semicolon)"),
+    ("labels without numbers", {"q.csv": "apple\nbanana\n"}, ["run", "{d}/q.csv", *KV, "--no-header"], 1,
+     "{d}/q.csv:1: 'apple' is not a number (a label column needs numbers beside it)"),
+    ("decimal comma among points", {"q.csv": "1.5;2;3\n2,5;3;4\n"}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 1: '2,5' is not a number (the decimal mark of this file is '.')"),
+    ("decimal point with --decimal ,", {"q.csv": "1;2.5;3\n"}, ["run", "{d}/q.csv", *KV, "--decimal", ","], 1,
+     "{d}/q.csv:1: column 2: '2.5' is not a number (the decimal mark of this file is ',')"),
+    ("text where a number goes", {"q.csv": "1,2,3\n4,5,x\n"}, ["run", "{d}/q.csv", *KV, "--no-header"], 1,
+     "{d}/q.csv:2: column 3: 'x' is not a number"),
+    ("bad delimiter", {}, ["run", *QKV, "--delimiter", "ab"], 2,
+     "--delimiter 'ab' is not a delimiter (give one character such as ';' or '|', or tab or space)"),
+    ("delimiter is the decimal mark", {}, ["run", *QKV, "--delimiter", ",", "--decimal", ","], 2,
+     "--delimiter and --decimal are both ',' (cells need another delimiter)"),
+    ("JSON Lines syntax", {"q.jsonl": "[1, 2, 3]\n[3, 4\n"}, ["run", "{d}/q.jsonl", *KV], 1,
+     "{d}/q.jsonl:2: invalid JSON Lines: Expecting ',' delimiter (column 6) "
+     "(JSON Lines holds one whole JSON value per line)"),
+    ("records with other names", {"q.json": '[{"x": 1, "y": 2, "z": 3}, {"x": 1, "y": 2, "w": 3}]'},
+     ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: row 2 has the columns x, y, w, expected x, y, z like the first row "
+     "(every record needs the same names, in the same order)"),
     # ---------------------------------------------------------------- shapes
     ("Q and K d_k differ", {"q.csv": "1,2\n"}, ["run", "{d}/q.csv", *KV], 1,
      "Q is 1×2 but K is 3×3 (Q and K need the same number of columns, d_k)"),
@@ -78,6 +123,22 @@ CATALOGUE = [
      "the mask is 1×2 but the weights are 1×3 (queries × keys) (give a 1×3 mask, or 1×3 for every query)"),
     ("mask with NaN", {"m.csv": "1,nan,0\n"}, ["run", *QKV, "--mask", "{d}/m.csv"], 1,
      "{d}/m.csv:1: column 2: nan is not a finite number (a mask may hold -inf)"),
+    ("float mask that is a bias", {"m.npy": npy(np.array([[0, -np.inf, 0]], np.float32))},
+     ["run", *QKV, "--mask", "{d}/m.npy"], 1,
+     "{d}/m.npy: the mask holds -inf, but a mask holds only 1 (may attend) and 0 (may not) "
+     "(to add numbers to the scores, give the file as --bias FILE)"),
+    ("bundle mask that is a bias", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nmask: [[0.5]]\n"},
+     ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml: the mask holds 0.5, but a mask holds only 1 (may attend) and 0 (may not) "
+     "(to add numbers to the scores, name the entry bias)"),
+    ("boolean bias", {"b.npy": npy(np.array([[True, False, True]]))}, ["run", *QKV, "--bias", "{d}/b.npy"], 1,
+     "{d}/b.npy: holds booleans, but a bias is added to the scores "
+     "(booleans say where a query may attend: give them as a mask)"),
+    ("true/false in a bias", {"b.csv": "0,true,0\n"}, ["run", *QKV, "--bias", "{d}/b.csv"], 1,
+     "{d}/b.csv:1: column 2: 'true' is not a number "
+     "(a bias holds numbers to add to the scores; true/false cells make a mask)"),
+    ("bias with +inf", {"b.csv": "0,inf,0\n"}, ["run", *QKV, "--bias", "{d}/b.csv"], 1,
+     "{d}/b.csv:1: column 2: inf is not a finite number (a mask may hold -inf)"),
     # ---------------------------------------------------------------- NPY
     ("pickled NPY", {"q.npy": npy(np.array([[1, "a"]], dtype=object))}, ["run", "{d}/q.npy", *KV], 1,
      "{d}/q.npy: holds Python objects (pickled data), which attn never loads "
@@ -123,9 +184,9 @@ CATALOGUE = [
      ["run", "{d}/q.safetensors", *KV], 1,
      "{d}/q.safetensors: holds several tensors (a, b), expected one (pass it as the only file to read it as a bundle)"),
     ("bundle setting", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nrope_dim: two\n"}, ["run", "{d}/b.yaml"], 1,
-     "{d}/b.yaml: the setting rope_dim: expected a whole number, got 'two'"),
+     "{d}/b.yaml:4: rope_dim: expected a number, found 'two'"),
     ("bundle window", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nwindow: wide\n"}, ["run", "{d}/b.yaml"], 1,
-     "{d}/b.yaml: the setting window: expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got 'wide' "
+     "{d}/b.yaml:4: window: expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got 'wide' "
      "(a causal sliding window of W keys is W-1,0)"),
     ("window without a comma", {}, ["run", *QKV, "--window", "4"], 2,
      "--window: expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got '4' "
@@ -175,10 +236,32 @@ CATALOGUE = [
      "{d}/q.json:2: invalid JSON: Expecting ',' delimiter (column 5)"),
     ("JSON NaN", {"q.json": "[[1, NaN, 3]]"}, ["run", "{d}/q.json", *KV], 1, "{d}/q.json: NaN is not a finite number"),
     ("bundle without v", {"b.yaml": "q: [[1]]\nk: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
-     "{d}/b.yaml: the bundle has no v (a bundle holds q, k and v, and optionally mask, sinks, alibi_slopes)"),
+     "{d}/b.yaml: the bundle has no v "
+     "(a bundle holds q, k and v, and optionally mask, bias, sinks, alibi_slopes)"),
     ("bundle extra entry", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nw: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml: the bundle has an unexpected entry 'w' "
-     "(a bundle holds q, k and v, and optionally mask, sinks, alibi_slopes)"),
+     "(a bundle holds q, k and v, and optionally mask, bias, sinks, alibi_slopes)"),
+    ("bundle q and Q", {"b.yaml": "q: [[1]]\nQ: [[2]]\nk: [[1]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: has both 'q' and 'Q', which name the same entry (entry names ignore case: keep one of them)"),
+    ("JSON bundle q and Q", {"b.json": '{"q": [[1]], "k": [[1]], "v": [[1]], "Q": [[2]]}'}, ["run", "{d}/b.json"], 1,
+     "{d}/b.json: has both 'q' and 'Q', which name the same entry (entry names ignore case: keep one of them)"),
+    ("NPZ bundle q and Q", {"b.npz": npz(q=np.ones((1, 1)), Q=np.ones((1, 1)), k=np.ones((1, 1)),
+                                         v=np.ones((1, 1)))}, ["run", "{d}/b.npz"], 1,
+     "{d}/b.npz: has both 'q' and 'Q', which name the same entry (entry names ignore case: keep one of them)"),
+    ("unknown bundle setting", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ntemprature: 5\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:4: the bundle has an unknown setting 'temprature' (did you mean 'temperature'? "
+     "a bundle may set description, rgb, causal, causal_align, scale, temperature, similarity, window, softcap, "
+     "alibi, rope, rope_theta, rope_dim, rope_offset)"),
+    ("bundle setting not a boolean", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ncausal: 3\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:4: causal: expected true or false, found 3"),
+    ("bundle setting not a choice", {"b.json": '{"q": [[1]], "k": [[1]], "v": [[1]], "similarity": "cos"}'},
+     ["run", "{d}/b.json"], 1, "{d}/b.json: similarity: expected dot or cosine, found 'cos'"),
+    ("bundle scale not positive", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nscale: 0\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:4: scale must be a positive finite number, got 0.0"),
+    ("bundle setting without a value", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\nscale: ~\n"},
+     ["run", "{d}/b.yaml"], 1, "{d}/b.yaml:4: scale: a value is missing"),
+    ("bundle setting not a number", {"b.yaml": "q: [[1]]\nk: [[1]]\nv: [[1]]\ntemperature: hot\n"},
+     ["run", "{d}/b.yaml"], 1, "{d}/b.yaml:4: temperature: expected a number, found 'hot'"),
     ("CSV as bundle", {"q.csv": "1\n"}, ["run", "{d}/q.csv"], 1,
      "{d}/q.csv: a CSV file holds one matrix, not a bundle "
      "(give three files Q K V, or one YAML/JSON/NPZ/safetensors bundle with q, k and v)"),
@@ -204,6 +287,12 @@ CATALOGUE = [
      "Invalid value for '--format' / '-f': 'xml' is not one of…"),
     ("no files", {}, ["run"], 2, "Missing argument 'FILE...'…"),
     ("unknown command", {}, ["frobnicate"], 2, "No such command 'frobnicate'…"),
+    ("option given twice", {}, ["run", *QKV, "--scale", "1", "--scale", "2"], 2,
+     "--scale is given 2 times; give it once (see 'attn run --help')"),
+    ("flag given both ways", {}, ["explain", *QKV, "--causal", "--no-causal"], 2,
+     "--causal is given 2 times; give it once (see 'attn explain --help')"),
+    ("check option given twice", {}, ["check", "out.npy", *QKV, "--window", "1,0", "--window", "2,0"], 2,
+     "--window is given 2 times; give it once (see 'attn check --help')"),
     ("top with another view", {}, ["run", "{s}/colors.yaml", "--top", "3", "--view", "numbers"], 2,
      "--top 3 shows the top view, not --view numbers (give one of them)"),
     ("no top keys", {}, ["run", "{s}/colors.yaml", "--top", "0"], 2, "Invalid value for '--top'…"),
@@ -221,8 +310,16 @@ CATALOGUE = [
      ["lookup", "fruit", "--keys", "apple,pear", "--vectors", "{d}/g.txt"], 1,
       "unknown word 'pear' (not in {d}/g.txt)"),
     ("phrase without words", {}, ["lookup", "...", "--keys", "apple"], 1, "no words in '...'"),
+    ("no key left", {}, ["lookup", "fruit", "--keys", "zuko,zukoo", "--unknown", "skip"], 1,
+     "no key has a word in the bundled GloVe 6B 50d table (--unknown skip left them all out)"),
+    ("unknown policy with a model", {}, ["lookup", "fruit", "-k", "apple", "--model", "DIR", "--unknown", "zero"], 2,
+     "--unknown is for word vectors; --model embeds any text"),
+    ("unknown policy misspelt", {}, ["lookup", "fruit", "-k", "apple", "--unknown", "ignore"], 2,
+     "Invalid value for '--unknown': 'ignore' is not one of…"),
     ("no keys", {}, ["lookup", "fruit"], 2, "give the keys with --keys a,b,c or --dict FILE"),
     ("keys and dict", {}, ["lookup", "fruit", "--keys", "a", "--dict", "x.yaml"], 2, "give --keys or --dict, not both"),
+    ("dict twice", {}, ["lookup", "fruit", "--dict", "x.yaml", "-d", "y.yaml"], 2,
+     "--dict is given 2 times; give it once (see 'attn lookup --help')"),
     ("empty key", {}, ["lookup", "fruit", "--keys", "apple,,chair"], 2,
      "--keys has an empty item in 'apple,,chair' (separate items with single commas)"),
     ("empty keys", {}, ["lookup", "fruit", "--keys", ""], 2,
@@ -274,9 +371,28 @@ CATALOGUE = [
     ("unknown word in a sentence", {}, ["self", "the pink elephnat"], 1,
      "unknown word 'elephnat' (did you mean 'elephant'?)"),
     ("sentence without words", {}, ["self", "..."], 1, "no words in '...' (give a sentence or a matrix file)"),
+    ("sentence without known words", {}, ["self", "Zuko", "--unknown", "skip"], 1,
+     "no word of 'Zuko' is in the bundled GloVe 6B 50d table (--unknown skip left them all out)"),
+    ("unknown policy without a sentence", {"x.csv": "1,2\n"}, ["self", "{d}/x.csv", "--unknown", "zero"], 2,
+     "--unknown is about the words of a sentence, but X and Z are files"),
+    ("many unknown words", {}, ["lookup", "fruit", "--keys", ",".join(f"xqzzvw{c}" for c in "abcdefghijkl")], 1,
+     "unknown words " + ", ".join(f"'xqzzvw{c}'" for c in "abcdefghij") +
+     ", … (12 in all) (not among the 140,000 words of the bundled GloVe 6B 50d table)"),
     ("self bundle extra entry", {"b.yaml": "x: [[1, 2]]\nwz: [[1, 2]]\n"}, ["self", "{d}/b.yaml"], 1,
      "{d}/b.yaml: the bundle has an unexpected entry 'wz' "
-     "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask)"),
+     "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias)"),
+    ("self bundle heads below 1", {"b.yaml": "x: [[1, 2]]\nheads: 0\n"}, ["self", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: heads: must be at least 1, found 0"),
+    ("self bundle heads not whole", {"b.yaml": "x: [[1, 2]]\nheads: 1.5\n"}, ["self", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: heads: expected a whole number, found 1.5"),
+    ("self bundle unknown setting", {"b.yaml": "x: [[1, 2]]\nhead: 1\n"}, ["self", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:2: the bundle has an unknown setting 'head' (did you mean 'heads'? a bundle may set description, "
+     "heads, seed, d_attn, d_out, columns, causal, causal_align, scale, temperature, similarity, "
+     "window, softcap, alibi, rope, rope_theta, rope_dim, rope_offset)"),
+    ("self float mask", {"x.csv": "1,2\n3,4\n", "m.csv": "0,-inf\n0,0\n"},
+     ["self", "{d}/x.csv", "--mask", "{d}/m.csv"], 1,
+     "{d}/m.csv: the mask holds -inf, but a mask holds only 1 (may attend) and 0 (may not) "
+     "(to add numbers to the scores, give the file as --bias FILE)"),
     ("head out of range", {"x.csv": "1,2\n3,4\n"}, ["self", "{d}/x.csv", "--heads", "2", "--head", "2"], 2,
      "--head 2 but there are 2 heads (heads are numbered from 0 to 1)"),
     ("zero heads", {"x.csv": "1,2\n"}, ["self", "{d}/x.csv", "--heads", "0"], 2, "Invalid value for '--heads' / '-H'…"),
@@ -289,6 +405,14 @@ CATALOGUE = [
     ("softmax NaN", {}, ["softmax", "1", "nan"], 2,
      "nan is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
     ("softmax bad stdin", {}, ["softmax", "-"], 1, "<stdin>:2: 'four' is not a number", "1 2\n3 four\n"),
+    ("softmax decimal commas", {}, ["softmax", "1,5", "2,5"], 2,
+     "'1,5' could be one number written with a decimal comma, or two numbers "
+     "(write 1.5 for one number; separate numbers by spaces or by commas, not both)"),
+    ("softmax decimal commas on stdin", {}, ["softmax", "-"], 1,
+     "<stdin>:2: '2,5' could be one number written with a decimal comma, or two numbers "
+     "(write 2.5 for one number; separate numbers by spaces or by commas, not both)", "1\n2,5 3\n"),
+    ("softmax temperature twice", {}, ["softmax", "1", "2", "-t", "1", "--temperature", "2"], 2,
+     "--temperature is given 2 times; give it once (see 'attn softmax --help')"),
     ("trace without a model", {}, ["trace", "the car"], 2, "no model given (pass --model DIR or set ATTN_MODEL)"),
     ("trace not a model folder", {"notes.txt": "hi"}, ["trace", "the car", "-m", "{d}"], 1,
      "{d}: not a model folder: no config.json (a model folder holds config.json, "

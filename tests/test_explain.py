@@ -40,7 +40,7 @@ def test_options_reach_every_step(attn, samples, tmp_path):
     assert out["logits"] == [[-0.75, None, None]]  # JSON has no -inf: forbidden pairs are null
     assert out["weights"] == [[1, 0, 0]]
     (tmp_path / "m.csv").write_text("0,-inf,0.5\n")
-    out = attn.json("explain", *footnote(samples), "--mask", tmp_path / "m.csv")
+    out = attn.json("explain", *footnote(samples), "--bias", tmp_path / "m.csv")
     assert out["allowed"] == [[True, False, True]] and out["logits"][0][1] is None
     assert out["logits"][0][2] == pytest.approx(3 / np.sqrt(3) + 0.5)
 

@@ -6,7 +6,7 @@ import pytest
 
 from attncli.errors import AttnError
 from attncli.readers import read_matrix
-from attncli.readers.base import decode_text
+from attncli.readers.base import Request, decode_text
 from attncli.readers.text import read_delimited, read_delimited_fast
 
 CLEAN = [
@@ -16,6 +16,9 @@ CLEAN = [
     b"x, y ,z\n 1 , 2,3 \n4,5,6\n\n\n",
     b"1\n2\n3",
     b"1e5,-2.5E-3,+.5,7.\n0,-0,1e-400,3\n",
+    b"0,1,2\n0.5,1,2\n3,4,5\n",  # pandas' names for unnamed columns over floats: a header, with a choice
+    b"0,1\n1,0\n0,1\n",  # 0,1 over whole numbers: data, with a choice
+    b"0,1\n1e3,0\n",
 ]
 FALLBACK = [  # awkward inputs: the same result either way, errors from the slow path
     b"1,2\n3\n", b"1,,2\n", b"1,2\n\n3,4\n", b"nan,1\n", b"inf,1\n", b"1e400,1\n", b"1,2e\n",
@@ -26,7 +29,7 @@ FALLBACK = [  # awkward inputs: the same result either way, errors from the slow
 
 
 def slow(data, source, fmt, mask=False):
-    return read_delimited(decode_text(data, source), source, fmt, mask)
+    return read_delimited(decode_text(data, source), source, fmt, Request(mask=mask))
 
 
 def outcome(read):
@@ -34,12 +37,12 @@ def outcome(read):
         m = read()
     except AttnError as e:
         return "error", str(e)
-    return m.values.dtype, m.values.tolist(), m.row_labels, m.col_labels
+    return m.values.dtype, m.values.tolist(), m.row_labels, m.col_labels, m.choices
 
 
 @pytest.mark.parametrize("data", CLEAN)
 def test_clean_input_takes_the_fast_path_and_agrees(data):
-    assert read_delimited_fast(data, "csv", False) is not None
+    assert read_delimited_fast(data, "csv") is not None
     assert outcome(lambda: read_matrix(data, "x.csv")) == outcome(lambda: slow(data, "x.csv", "csv"))
 
 
@@ -52,11 +55,11 @@ def test_awkward_input_gives_the_same_result(data, fmt):
     expected = outcome(lambda: slow(data, source, fmt))
     assert outcome(lambda: read_matrix(data, source)) == expected
     if expected[0] == "error":  # errors always come from the cell-by-cell reader
-        assert read_delimited_fast(data, fmt, False) is None
+        assert read_delimited_fast(data, fmt) is None
 
 
 def test_tsv_with_commas_is_left_to_the_slow_path():
-    assert read_delimited_fast(b"1,5\t2\n", "tsv", False) is None
+    assert read_delimited_fast(b"1,5\t2\n", "tsv") is None
 
 
 def test_masks_read_the_same():
@@ -69,5 +72,5 @@ def test_random_numbers_round_trip_exactly():
     values = rng.standard_normal((300, 7)) * 10.0 ** rng.integers(-30, 30, (300, 7))
     for text in (values.astype(str), values.astype(np.float32).astype(str)):
         data = "\n".join(",".join(row) for row in text).encode()
-        fast = read_delimited_fast(data, "csv", False).values
+        fast = read_delimited_fast(data, "csv").values
         assert np.array_equal(fast, slow(data, "x.csv", "csv").values)

@@ -52,6 +52,7 @@ SAMPLES = {
     "safetensors": safetensors_bytes(m=MATRIX),
     "yaml": b"- [1, 2.5]\n- [-3, 4]\n",
     "json": b"[[1, 2.5], [-3, 4]]\n",
+    "jsonl": b"[1, 2.5]\n[-3, 4]\n",
 }
 
 

@@ -20,7 +20,7 @@ from attncli.output.writers import write_delimited
 from attncli.readers import read_bundle, read_matrix
 from attncli.text import parse_number
 
-SOURCES = ["a.csv", "a.tsv", "a.txt", "a.yaml", "a.json", "a.npy", "a.npz", "<stdin>"]
+SOURCES = ["a.csv", "a.tsv", "a.txt", "a.yaml", "a.json", "a.jsonl", "a.npy", "a.npz", "<stdin>"]
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 matrices = st.tuples(st.integers(1, 6), st.integers(1, 6)).flatmap(
@@ -112,7 +112,8 @@ def test_random_bytes(data, source, mask):
     check(data, source, mask)
 
 
-@given(st.text(st.sampled_from("0123456789.,-+e \t\n\"#:[]{}abnif"), max_size=300), st.sampled_from(SOURCES))
+@given(st.text(st.sampled_from("0123456789.,;-+e \t\r\n\"#:[]{}abnif\u2212"), max_size=300),
+       st.sampled_from(SOURCES))
 def test_random_text_of_number_characters(text, source):
     check(text.encode(), source)
 
@@ -130,6 +131,9 @@ def valid_samples():
         "a.tsv": tsv_text.getvalue().encode(),
         "a.yaml": b"q:\n  divide: 2\n  rows:\n    a: [1, 2e3]\n    b: [.5, 010]\nk: &k [[1, 2], [3, 4]]\nv: *k\n",
         "a.json": json.dumps({"q": values.tolist(), "k": {"a": [1, 2, 3], "b": [4, 5, 6]}}).encode(),
+        "a.jsonl": b"[1.5, -2, 3.25]\n[0, 4, -0.001]\n",
+        "a_records.jsonl": b'{"x": 1.5, "y": -2}\n{"x": 0, "y": 4}\n',
+        "a_eu.csv": "sep=;\r\nx;y;z\r\n1,5;\u22122;3,25\r\n0;4;-0,001\r\n".encode("utf-16"),
         "a.npy": npy.getvalue(),
         "a.npz": npz.getvalue(),
     }

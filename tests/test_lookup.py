@@ -111,3 +111,20 @@ def test_own_vectors_glove_and_word2vec(attn, tmp_path):
     out = attn.json("lookup", "fruit", "--keys", "apple,banana,chair",
                     "--vectors", tmp_path / "v.npy", "--words", tmp_path / "words.txt")
     np.testing.assert_allclose(out["weights"], expected, rtol=1e-6)
+
+
+def test_repeated_keys_and_values_add_up(attn):
+    once = attn.json("lookup", "fruit", "--keys", "apple,banana,chair", "--values", "10,5,2")
+    repeated = attn.json("lookup", "fruit", "-k", "apple", "-k", "banana", "-k", "chair", "-v", "10", "-v", "5,2")
+    assert repeated == once
+
+
+def test_unknown_words_skipped_or_zero(attn):
+    out, notes = attn.json_and_notes("lookup", "fruit", "zuko", "-k", "apple,zukoo,banana zuko", "-v", "1,2,3",
+                                     "--unknown", "skip")
+    assert out["queries"] == ["fruit"] and out["keys"] == ["apple", "banana zuko"]
+    plain = attn.json("lookup", "fruit", "-k", "apple,banana", "-v", "1,3")
+    assert out["weights"] == plain["weights"] and out["output"] == plain["output"]  # "banana zuko" is banana
+    assert notes == ["unknown words 'zuko', 'zukoo' left out (not in the bundled GloVe 6B 50d table)"]
+    zero, notes = attn.json_and_notes("lookup", "fruit", "-k", "apple,zukoo", "--unknown", "zero")
+    assert zero["scores"][0][1] == 0 and notes[0].startswith("unknown word 'zukoo' given a vector of zeros")

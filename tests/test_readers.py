@@ -70,7 +70,8 @@ def test_tsv_and_whitespace_text():
     (b"\n  \n", "a.csv: the file is empty (expected rows of numbers)"),
     (b"x,y\n", "a.csv:1: has a header but no rows of numbers"),
     (b"x,y,z\n1,2\n", "a.csv:1: header has 3 names but rows have 2 values"),
-    (b"1,2\n\xff\xfe\n", "a.csv:2: is not UTF-8 text (a binary file? NPY files start with \\x93NUMPY)"),
+    (b"1,2\n\xff\xfe\n", "a.csv:2: is not UTF-8 text: it looks like Windows-1252 (Latin-1) text "
+                        "(save it as UTF-8, in Excel as CSV UTF-8, or convert it: iconv -f WINDOWS-1252 -t UTF-8)"),
     (b'"a,1\n2,3\n', "a.csv:1: cannot split the line: a quote is opened but never closed "
                      '(quote a label that holds a comma: "a, b")'),
     (b'x,1\n"a"b,1\n', "a.csv:2: cannot split the line: ',' expected after '\"' "

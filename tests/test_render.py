@@ -78,8 +78,9 @@ def test_rgb_bundle_rows_are_colours(attn, tmp_path):
     (tmp_path / "b.yaml").write_text(
         "rgb: true\nq: [[255, 0, 0]]\nk: [[255, 0, 0], [0, 0, 255]]\n"
         "v: {columns: [red, blue], rows: [[1, 0], [0, 1]]}\n")
-    out = attn.json("run", tmp_path / "b.yaml")
+    out, notes = attn.json_and_notes("run", tmp_path / "b.yaml")  # 0–255 without divide: saturated
     assert out["mix"] == [to_hex(np.array(out["weights"][0]) @ [[255, 0, 0], [0, 0, 255]])]
+    assert len(notes) == 1 and notes[0].startswith("softmax saturates: query q0 puts 99.9 % or more")
     text = attn("run", tmp_path / "b.yaml", "-f", "table").stdout
     assert re.search(r"q0 is \d+\.\d % red, \d+\.\d % blue; its weights mix the key colours into #", text)
 

@@ -119,7 +119,7 @@ def test_mask_file_and_bundle_mask(attn, samples, tmp_path):
     out = attn.json("run", *files, "--mask", tmp_path / "m.csv")
     assert out["weights"][0][1] == 0
     (tmp_path / "add.csv").write_text("0,-inf,0\n")
-    assert attn.json("run", *files, "--mask", tmp_path / "add.csv")["weights"] == out["weights"]
+    assert attn.json("run", *files, "--bias", tmp_path / "add.csv")["weights"] == out["weights"]
     (tmp_path / "b.yaml").write_text("q: [[1, 0]]\nk: [[1, 0], [0, 1]]\nv: [[1], [2]]\nmask: [[false, true]]\n")
     assert attn.json("run", tmp_path / "b.yaml")["output"] == [[2.0]]
 
@@ -136,8 +136,11 @@ def test_causal_alignment(attn, tmp_path):
 
 def test_fully_masked_row_is_zero_in_json(attn, tmp_path):
     (tmp_path / "b.json").write_text('{"q": [[1], [2]], "k": [[1], [1]], "v": [[3], [4]], "mask": [[0, 0], [1, 1]]}')
-    out = attn.json("run", tmp_path / "b.json")
+    out, notes = attn.json_and_notes("run", tmp_path / "b.json")
     assert out["weights"][0] == [0, 0] and out["output"][0] == [0]
+    assert notes == ["query q0 may attend to no key (the mask forbids every key): its weights and output are 0"]
+    view = attn("run", tmp_path / "b.json", "-f", "table").stdout
+    assert "each row sums to 1, or 0 where no key may be attended to" in view
 
 
 # ---------------------------------------------------------------- errors

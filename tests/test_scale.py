@@ -24,9 +24,14 @@ def npy_problem(tmp_path):
 @pytest.mark.parametrize("options", [[], ["--causal-align", "bottom-right", "--temperature", "2"],
                                      ["--similarity", "cosine", "--scale", "3"]])
 def test_emit_output_matches_the_json_output(attn, npy_problem, tmp_path, options):
-    full = attn.json("run", *npy_problem, "-f", "json", *options)
+    full, notes = attn.json_and_notes("run", *npy_problem, "-f", "json", *options)
     result = attn("run", *npy_problem, "-f", "npy", *options)
     assert result.exit_code == 0, result.output
+    # bottom-right with 37 queries over 23 keys: the first 14 see nothing, said the same by either path
+    assert result.stderr == "".join(f"attn: note: {n}\n" for n in notes)
+    assert ("bottom-right" in options) == (notes == ["queries q0, q1, q2, q3, q4, … (14 in all) may attend to no "
+                                                     "key (causal bottom-right forbids every key): their weights "
+                                                     "and outputs are 0"])
     out = np.load(io.BytesIO(result.stdout_bytes))
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, np.array(full["output"], np.float32), rtol=1e-5, atol=1e-6)
@@ -38,8 +43,10 @@ def test_emit_output_with_a_mask_file(attn, npy_problem, tmp_path):
     mask = np.random.default_rng(1).random((37, 23)) < 0.5
     mask[3] = False  # a query that sees nothing gets zeros
     np.save(tmp_path / "mask.npy", mask)
-    full = attn.json("run", *npy_problem, "--mask", tmp_path / "mask.npy", "-f", "json")
+    full, notes = attn.json_and_notes("run", *npy_problem, "--mask", tmp_path / "mask.npy", "-f", "json")
+    assert notes == ["query q3 may attend to no key (the mask forbids every key): its weights and output are 0"]
     result = attn("run", *npy_problem, "--mask", tmp_path / "mask.npy", "-f", "npy")
+    assert result.stderr == f"attn: note: {notes[0]}\n"
     out = np.load(io.BytesIO(result.stdout_bytes))
     assert out[3].tolist() == [0, 0, 0, 0]
     np.testing.assert_allclose(out, np.array(full["output"], np.float32), rtol=1e-5, atol=1e-6)

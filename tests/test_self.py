@@ -335,7 +335,7 @@ def test_bad_files(attn, files, tmp_path):
     (tmp_path / "b.yaml").write_text("x: [[1, 2]]\nwz: [[1, 2]]\n")
     assert attn.fails("self", tmp_path / "b.yaml") == (
         f"{tmp_path}/b.yaml: the bundle has an unexpected entry 'wz' "
-        "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask)")
+        "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias)")
     assert attn.fails("self", "the cat", "--vectors", tmp_path / "none.txt") == \
         f"{tmp_path}/none.txt: no such file"
     (tmp_path / "empty.txt").write_text("")
@@ -402,3 +402,17 @@ def test_cosine_similarity_in_self(attn, tmp_path):
     _, weights = attention_reference(unit(q), unit(k), p["x"] @ p["wv"], scale=1.0)
     assert out["similarity"] == "cosine" and out["scale"] == 1.0
     np.testing.assert_allclose(out["weights"][0], weights, atol=TOL)
+
+
+def test_seed_001s_sentence_with_a_word_the_vectors_lack(attn):
+    """'Zuko' is not in GloVe: an error naming it by default; --unknown skip leaves it out, zero makes it 0."""
+    assert attn.fails("self", "Zuko made his uncle tea") == "unknown word 'Zuko' (did you mean 'yuko'?)"
+    skipped, notes = attn.json_and_notes("self", "Zuko made his uncle tea", "--unknown", "skip")
+    assert skipped["queries"] == ["made", "his", "uncle", "tea"]
+    assert notes == ["unknown word 'Zuko' left out (not in the bundled GloVe 6B 50d table)"]
+    zeroed, notes = attn.json_and_notes("self", "Zuko made his uncle tea", "--unknown", "zero")
+    assert zeroed["queries"] == ["Zuko", "made", "his", "uncle", "tea"]
+    assert zeroed["q"][0] == [0] * 50 and zeroed["weights"][0][0] == [0.2] * 5  # a zero query: uniform weights
+    assert notes == ["unknown word 'Zuko' given a vector of zeros (not in the bundled GloVe 6B 50d table)"]
+    assert attn.fails("self", "Zuko", "--unknown", "skip") == (
+        "no word of 'Zuko' is in the bundled GloVe 6B 50d table (--unknown skip left them all out)")

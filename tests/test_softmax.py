@@ -13,7 +13,8 @@ def test_seed_000(attn):
 def test_stdin_and_the_extreme_example(attn):
     out = attn.json("softmax", "-", input="30 20 10\n")
     np.testing.assert_allclose(out["weights"], [9.99954600e-01, 4.53978686e-05, 2.06106005e-09], rtol=1e-6)
-    assert attn.json("softmax", "-", input="30,20\n10")["weights"] == out["weights"]
+    assert attn.json("softmax", "-", input="30, 20\n10")["weights"] == out["weights"]
+    assert attn.json("softmax", "-", input="30,20,10\n")["weights"] == out["weights"]
 
 
 @pytest.mark.parametrize("args", [
@@ -92,3 +93,11 @@ def test_click_errors_stay_one_line(attn):
 ])
 def test_bad_stdin_exits_1(attn, text, message):
     assert attn.fails("softmax", "-", input=text) == message
+
+
+def test_numbers_that_read_one_way_only(attn):
+    # one word with commas is a list, and so is "30, 20, 10"; U+2212 is a minus
+    assert attn.json("softmax", "3,2,1")["input"] == [3, 2, 1]
+    assert attn.json("softmax", "30,", "20,", "10")["input"] == [30, 20, 10]
+    assert attn.json("softmax", "\u22121", "2")["input"] == [-1, 2]
+    assert attn.json("softmax", "1,2,3", "4,5,6")["input"] == [1, 2, 3, 4, 5, 6]  # no word is a decimal comma

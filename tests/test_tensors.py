@@ -239,3 +239,30 @@ def test_explain_without_variants_is_unchanged(attn, samples):
     lines = attn("explain", samples / "colors.yaml", "-f", "table").stdout.splitlines()
     assert not any(line.startswith("logits = softcap") for line in lines)
     assert "2. Scores: QKᵀ" in lines
+
+
+def test_nd_mask_of_0_1_and_bias_with_guard_notes(attn, tmp_path):
+    """--mask takes an N-D 0/1 array, --bias an N-D array: the same weights as a boolean mask,
+    and the fully-masked note names the query masked in every head, without crashing."""
+    allowed = np.ones((2, 4, 3, 5), bool)
+    allowed[:, :, 1, :] = False
+    q_path, k_path, v_path, m_path, b_path = save(tmp_path, q=Q, k=K, v=V, m=allowed.astype(np.int64),
+                                                  b=np.where(allowed, 0.0, -np.inf))
+    expected, _ = heads_attention(Q, K, V, allowed=allowed)
+    for flag, path in (("--mask", m_path), ("--bias", b_path)):
+        result = attn("run", q_path, k_path, v_path, flag, path, "-f", "json")
+        assert result.exit_code == 0, result.output
+        np.testing.assert_allclose(json.loads(result.stdout)["output"], expected, rtol=1.3e-6, atol=1e-5)
+        assert "query q1 may attend to no key" in result.stderr
+
+
+def test_bundle_settings_of_the_variants_go_through_bundle_settings(attn, tmp_path):
+    """window as "LEFT,RIGHT" or a list, softcap and rope from a bundle; the command line wins."""
+    (tmp_path / "b.yaml").write_text("q: [[1, 0], [0, 1]]\nk: [[1, 0], [0, 1], [1, 1]]\nv: [1, 2, 3]\n"
+                                     "window: '1,0'\nsoftcap: 20\nrope: gptj\nrope_theta: 500\n")
+    data = attn.json("run", tmp_path / "b.yaml")
+    assert data["window"] == [1, 0] and data["softcap"] == 20 and data["rope"]["theta"] == 500
+    assert attn.json("run", tmp_path / "b.yaml", "--window", "-1,-1", "--rope-theta", "100")["window"] == [-1, -1]
+    (tmp_path / "bad.yaml").write_text("q: [[1]]\nk: [[1]]\nv: [[1]]\nsoftcap: 0\n")
+    line = attn.fails("run", tmp_path / "bad.yaml", code=1)
+    assert line == f"{tmp_path}/bad.yaml:4: softcap must be a positive finite number, got 0.0"

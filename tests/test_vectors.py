@@ -14,7 +14,7 @@ import pytest
 
 from attncli.errors import AttnError
 from attncli.vectors.files import read_vectors
-from attncli.vectors.table import load_default, phrase_words
+from attncli.vectors.table import NAMED, load_default, phrase_words
 
 PACKAGE = Path(__file__).resolve().parent.parent / "attncli"
 TABLE = PACKAGE / "data" / "glove6b50d.npz"
@@ -124,7 +124,46 @@ def test_suggestions_are_fast(glove):
     t = time.perf_counter()
     for typo in ["banan", "xqzzvw", "qwertyuiopasdfgh", "bannnana"]:
         glove.suggest(typo)
-    assert (time.perf_counter() - t) / 4 < 0.1  # ~15 ms each here; target < 50 ms, slack for busy CI
+    assert (time.perf_counter() - t) / 4 < 0.1  # ~1 ms each here; slack for busy CI
+
+
+def test_many_unknown_words_get_a_bounded_number_of_suggestions(glove, monkeypatch):
+    asked = []
+    suggest = glove.suggest
+    monkeypatch.setattr(glove, "suggest", lambda w: asked.append(w) or suggest(w))
+    words = [f"zq{i}x" for i in range(1000)]
+    message = raises(glove.lookup, words)
+    assert len(asked) == NAMED and asked == words[:NAMED]
+    assert message.startswith("unknown words 'zq0x', 'zq1x', ") and ", … (1,000 in all) (" in message
+
+
+def test_a_long_word_builds_no_candidates(glove, monkeypatch):
+    import attncli.vectors.table as table
+
+    def no_edits(word):
+        raise AssertionError(f"edits of a {len(word)}-letter word")
+
+    monkeypatch.setattr(table, "_edits1", no_edits)
+    assert glove.suggest("a" * 6000) is None  # the longest word is 25 letters: nothing is within 2 edits
+    assert glove.suggest("b" * (glove._longest + 3)) is None
+
+
+def test_the_letter_count_filter_keeps_every_word_within_two_edits(glove):
+    """_within2 against brute force: the most frequent word at distance <= 2, over the first 2,000 words."""
+    import random
+
+    from attncli.vectors.table import WordVectors, _osa_distance
+
+    small = WordVectors(glove.words[:2000], glove.vectors[:2000])
+    rng = random.Random(0)
+    for word in rng.sample(small.words, 25) + ["naïve", "x-ray's", "zzzz"]:
+        typo = list(word)
+        for _ in range(rng.randint(1, 2)):
+            i = rng.randrange(len(typo) + 1)
+            typo.insert(i, rng.choice("abcdefghijklmnopqrstuvwxyz-'é"))
+        typo_text = "".join(typo)
+        brute = next((w for w in small.words if _osa_distance(typo_text, w.lower(), 2) <= 2), None)
+        assert small._within2(typo_text) == brute, typo_text
 
 
 # --- phrases ----------------------------------------------------------------

@@ -153,7 +153,7 @@ def test_compact_cells_show_the_largest_weight_of_their_keys(big):
     from attncli.cli.qkv import compute, load_problem
 
     problem = load_problem([str(big)])
-    steps = compute(problem, problem.options())
+    steps = compute(problem, problem.options)
     heat_map = CompactHeatmap(scaled(steps.weights, None, 1.0), [f"q{i}" for i in range(50)],
                               [f"k{j}" for j in range(300)])
     console = Console(width=100, force_terminal=True, color_system="truecolor", file=open("/dev/null", "w"))

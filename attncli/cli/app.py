@@ -72,16 +72,20 @@ class AttnGroup(TyperGroup):
     """Typer's group, with every failure reduced to one line and an exit code."""
 
     def invoke(self, ctx):  # Click's Context, vendored by Typer or not
+        from attncli.cli import notes
         from attncli.cli.emit import silence_stdout
         from attncli.cli.worker import on_interrupt, run_interruptibly
         from attncli.output.pictures import remove_temporaries
 
+        notes.clear()
         try:
             if sys.stdout is None:  # started with stdout closed: `attn run ... >&-`
                 raise AttnError("stdout is closed, so the result has nowhere to go",
                                 hint="redirect it to a file, or to /dev/null")
             with on_interrupt(remove_temporaries):
-                return run_interruptibly(lambda: super(AttnGroup, self).invoke(ctx))
+                result = run_interruptibly(lambda: super(AttnGroup, self).invoke(ctx))
+            notes.flush()  # on success only: a failure prints its one error line
+            return result
         except AttnError as e:
             report(str(e))
             raise typer.Exit(exit_code(e)) from None
@@ -184,16 +188,16 @@ see the script). On a terminal you get views; in a pipe, JSON."""
 
 
 def _register() -> None:
+    from attncli.cli.command import OnceCommand
     from attncli.cli.commands import check, explain, lookup, run, selfattn, softmax, trace
-    from attncli.cli.helptext import AttnCommand
 
-    app.command("run", epilog=run.EXAMPLES, cls=AttnCommand)(run.run)
-    app.command("explain", epilog=explain.EXAMPLES, cls=AttnCommand)(explain.explain)
+    app.command("run", epilog=run.EXAMPLES, cls=OnceCommand)(run.run)
+    app.command("explain", epilog=explain.EXAMPLES, cls=OnceCommand)(explain.explain)
     app.command("softmax", epilog=softmax.EXAMPLES, cls=softmax.NumbersCommand)(softmax.softmax)
-    app.command("lookup", epilog=lookup.EXAMPLES, cls=AttnCommand)(lookup.lookup)
-    app.command("self", epilog=selfattn.EXAMPLES, cls=AttnCommand)(selfattn.self_attention)
-    app.command("trace", epilog=trace.EXAMPLES, cls=AttnCommand)(trace.trace)
-    app.command("check", epilog=check.EXAMPLES, cls=AttnCommand)(check.check)
+    app.command("lookup", epilog=lookup.EXAMPLES, cls=OnceCommand)(lookup.lookup)
+    app.command("self", epilog=selfattn.EXAMPLES, cls=OnceCommand)(selfattn.self_attention)
+    app.command("trace", epilog=trace.EXAMPLES, cls=OnceCommand)(trace.trace)
+    app.command("check", epilog=check.EXAMPLES, cls=OnceCommand)(check.check)
 
 
 _register()

@@ -18,7 +18,7 @@ from attncli.errors import AttnError, UsageError, file_error
 from attncli.output.writers import WRITERS, Emitted
 from attncli.text import printable
 
-__all__ = ["MATRIX_FORMATS", "Emitted", "Format", "Result", "choose_format", "emit", "is_terminal", "note"]
+__all__ = ["MATRIX_FORMATS", "Emitted", "Format", "Result", "choose_format", "emit", "is_terminal"]
 
 TABLE = "table"  # the Rich view; every other format is a writer
 DATA = "json"  # the format of a pipe when none is chosen
@@ -38,11 +38,6 @@ class Result:
     view: Any  # a Rich renderable for the terminal, or a function that builds it when needed
     matrices: dict[str, Emitted] = field(default_factory=dict)  # for --emit
     maps: Any = None  # the weights to draw (AttentionMaps, or a function that makes them): head view, figures
-
-
-def note(message: str) -> None:
-    """A deliberate remark on a successful run: one ``attn: note: …`` line on stderr, never in the data."""
-    sys.stderr.write(f"attn: note: {message}\n")
 
 
 def is_terminal() -> bool:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -13,10 +13,12 @@ import typer
 from attncli.cli.emit import MATRIX_FORMATS, Format
 from attncli.core.options import CAUSAL_ALIGNS, ROPE_STYLES, SIMILARITIES
 from attncli.errors import AttnError, UsageError
+from attncli.vectors.table import UNKNOWN_POLICIES
 
 if TYPE_CHECKING:
+    from attncli.cli.settings import BundleSettings
     from attncli.core.options import AttentionOptions
-    from attncli.readers import Matrix
+    from attncli.readers import Matrix, TextSettings
 
 
 # The choices Typer offers, made from the core's own names (one Similarity, one alignment).
@@ -45,20 +47,28 @@ class Emit(str, Enum):
 # Arguments and options shared with commands that take the same inputs (explain).
 FilesArgument = Annotated[list[str], typer.Argument(
     metavar="FILE...", show_default=False,
-    help="One bundle (YAML, JSON, NPZ or safetensors with entries q, k, v and optionally mask, sinks, "
-         "alibi_slopes) or three files Q K V: CSV, TSV, NPY, YAML or JSON. NPY, NPZ and safetensors may hold "
-         "tensors (batch, heads, seq, dim) of any rank. '-' reads one of them from stdin. "
+    help="One bundle (YAML, JSON, NPZ or safetensors with entries q, k, v and optionally mask, bias, sinks, "
+         "alibi_slopes, and settings such as causal: true, scale: 1 or window: [3, 0], which options given here "
+         "override) or three files Q K V: CSV, TSV, NPY, YAML, JSON or JSON Lines. NPY, NPZ and safetensors may "
+         "hold tensors (batch, heads, seq, dim) of any rank. '-' reads one of them from stdin. "
          "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
 )]
 EmitOption = Annotated[Emit, typer.Option(
     "--emit", metavar="output|weights", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
 MaskOption = Annotated[str | None, typer.Option(
     "--mask", metavar="FILE",
-    help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix. Booleans or 0/1 "
-         "cells: 1 = may attend. Other numbers are added to the scaled scores (-inf forbids).",
+    help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix of booleans, or of "
+         "0/1 or true/false cells: 1 = may attend. Numbers to add to the scores go in --bias.",
+)]
+BiasOption = Annotated[str | None, typer.Option(
+    "--bias", metavar="FILE",
+    help="Numbers added to the scaled scores before softmax: an n_q×n_k (or 1×n_k) matrix; -inf "
+         "forbids a pair. PyTorch's float attn_mask is such a bias: pass it here, not as --mask.",
 )]
 CausalOption = Annotated[bool, typer.Option(
-    "--causal", help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX).",
+    "--causal/--no-causal",
+    help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX). "
+         "--no-causal overrides a bundle's causal: true.",
 )]
 AlignOption = Annotated[Align | None, typer.Option(
     "--causal-align",
@@ -165,9 +175,19 @@ WordsOption = Annotated[str | None, typer.Option(
     "--words", metavar="FILE", show_default=False,
     help="For a .npy --vectors matrix: its words, one per line, in row order.",
 )]
+Unknown = Enum("Unknown", {name: name for name in UNKNOWN_POLICIES}, type=str)  # type: ignore[misc]
+UNKNOWN_IS_AN_ERROR = Unknown("error")  # the default of --unknown
+UnknownOption = Annotated[Unknown, typer.Option(
+    "--unknown",
+    help="A word the vectors do not have: error (name it, and the nearest known word), skip (leave it out; "
+         "a phrase is the mean of its known words) or zero (a vector of zeros). A note names the words.",
+)]
 
 
 # --- the attention options, declared once --------------------------------------------------------
+
+
+FILE_OPTIONS = ("mask", "bias", "sinks", "alibi_slopes")  # options that name a file: in a bundle, entries not settings
 
 
 @dataclass
@@ -176,6 +196,7 @@ class AttentionFlags:
     the core's ``AttentionOptions`` once the files they name are read."""
 
     mask: str | None = None  # a file: which keys each query may attend to
+    bias: str | None = None  # a file: numbers added to the scaled scores
     causal: bool = False
     causal_align: Align | None = None
     scale: float | None = None
@@ -190,18 +211,28 @@ class AttentionFlags:
     rope_dim: int | None = None
     rope_offset: int | None = None
     sinks: str | None = None  # a file: one sink logit per query head
+    given: frozenset[str] = frozenset()  # the options typed on the command line: they override a bundle
 
     def files(self) -> list[str | None]:
         """The files these flags name (for the stdin-once check)."""
-        return [self.mask, self.alibi_slopes, self.sinks]
+        return [getattr(self, name) for name in FILE_OPTIONS]
 
-    def build(self, mask: Any = None, *, sinks: Matrix | None = None,
+    def build(self, mask: Any = None, bias: Any = None, *, sinks: Matrix | None = None,
               alibi_slopes: Matrix | None = None) -> AttentionOptions:
-        """AttentionOptions from these flags and the arrays as read (Matrix, or
-        None); --sinks and --alibi-slopes files not already read are read here."""
-        from attncli.core.options import AttentionOptions, Rope, split_mask
+        """AttentionOptions from these flags, a boolean mask (True = may attend), an additive bias
+        and the arrays as read (Matrix, or None); --sinks and --alibi-slopes files not already read
+        are read here. A bias's -inf forbids its pair as the mask does, and is shown so (a dash, not a weight 0)."""
+        import numpy as np
 
-        allowed, bias = split_mask(None if mask is None else mask.values)
+        from attncli.core.options import AttentionOptions, Rope
+
+        if bias is not None and not np.isfinite(bias).all():
+            finite = np.isfinite(bias)
+            try:
+                mask = finite if mask is None else mask & finite
+                bias = np.where(finite, bias, 0.0)
+            except ValueError:  # shapes that do not fit: the core names them
+                pass
         if self.causal_align is not None:
             causal = self.causal_align.value
         else:
@@ -219,28 +250,64 @@ class AttentionFlags:
         slopes = alibi_slopes if alibi_slopes is not None or self.alibi_slopes is None else _read(self.alibi_slopes)
         return AttentionOptions(
             scale=self.scale, temperature=self.temperature, similarity=self.similarity.value, causal=causal,
-            mask=allowed, bias=bias, softcap=self.softcap, window=None if self.window is None else parse_window(
+            mask=mask, bias=bias, softcap=self.softcap, window=None if self.window is None else parse_window(
                 self.window, "--window", UsageError), alibi=self.alibi,
             alibi_slopes=None if slopes is None else _per_head(slopes), rope=rope,
             sinks=None if sinks is None else _per_head(sinks))
 
-    def with_settings(self, settings: dict[str, Any], source: str) -> AttentionFlags:
-        """These flags, with a bundle's settings (window, softcap, alibi, rope,
-        rope_theta, rope_dim, rope_offset) where the command line left the default."""
-        from dataclasses import fields, replace
+    def with_settings(self, settings: BundleSettings) -> AttentionFlags:
+        """These flags with a bundle's settings for the options not given on the command line,
+        each converted by its option's type and limits (or its converter in SETTING_CONVERTERS)."""
+        names = setting_names()
+        annotations = {name: ATTENTION_OPTIONS[name][0] for name in names}
 
-        defaults = {f.name: f.default for f in fields(AttentionFlags)}
-        changes = {}
-        for name, value in settings.items():
-            if name in BUNDLE_SETTINGS and getattr(self, name) == defaults[name]:
-                changes[name] = BUNDLE_SETTINGS[name](value, name, source)
-        return replace(self, **changes)
+        def check(name: str, value: Any) -> None:  # the core's own checks (a positive scale, ...)
+            alone: dict[str, Any] = {"rope": RopeStyle("neox")} if name.startswith("rope_") else {}
+            replace(AttentionFlags(), **{**alone, name: value}).build()
+
+        values = settings.fill({name: getattr(self, name) for name in names}, annotations, self.given, check,
+                               SETTING_CONVERTERS)
+        return replace(self, **values)
+
+
+def setting_names() -> list[str]:
+    """The attention options a bundle may set: every one but the files."""
+    return [name for name in ATTENTION_OPTIONS if name not in FILE_OPTIONS]
+
+
+# How to give a mask's numbers as a bias instead, by where the mask came from.
+AS_BIAS = {"file": "give the file as --bias FILE", "entry": "name the entry bias"}
+
+
+def allowed_cells(matrix: Matrix, source: str, given_as: str) -> Any:
+    """A mask as read (``given_as`` "file" or bundle "entry") -> bool [..., rows,
+    cols] (any rank, as the mask is), True where a query may attend. A mask says
+    where, never how much: a cell other than 0/1 (true/false) is refused, saying
+    how to give it as a bias; a mask of numbers that are all 0 gets a note saying
+    the same, as it is likely PyTorch's additive float mask (which 0 leaves unchanged)."""
+    import numpy as np
+
+    from attncli.cli.notes import note
+
+    values = np.asarray(matrix.values)
+    if values.dtype == bool:
+        return values
+    cells = np.isin(values, (0, 1))
+    if not cells.all():
+        other = float(values[~cells].flat[0])
+        raise AttnError(f"the mask holds {other:g}, but a mask holds only 1 (may attend) and 0 (may not)",
+                        source=source, hint=f"to add numbers to the scores, {AS_BIAS[given_as]}")
+    if not values.any():
+        note(f"the mask's cells are all 0, so no query may attend to any key; if it is PyTorch's float "
+             f"attn_mask, which is added to the scores, {AS_BIAS[given_as]}", source)
+    return values.astype(bool)
 
 
 def _read(name: str) -> Matrix:
-    from attncli.cli.io import read_matrix_arg
+    from attncli.cli.reading import read_matrix_named
+    from attncli.readers.base import BY_FILE
 
-    return read_matrix_arg(name, tensors=True)
+    return read_matrix_named(name, BY_FILE, tensors=True)
 
 
 def _per_head(m: Matrix) -> Any:
@@ -261,49 +328,21 @@ def parse_window(text: str, what: str, error: type[AttnError] = AttnError,
     return left, right
 
 
-def _setting(convert: Callable[[Any], Any], expected: str) -> Callable[[Any, str, str], Any]:
-    """A bundle setting's reader: its value (YAML/JSON scalar, or safetensors metadata text) converted."""
-
-    def read(value: Any, name: str, source: str) -> Any:
-        try:
-            return convert(value)
-        except (TypeError, ValueError):
-            raise AttnError(f"the setting {name}: expected {expected}, got {value!r}", source=source) from None
-
-    return read
-
-
-def _bool(value: Any) -> bool:
-    if isinstance(value, bool):
-        return value
-    if str(value).lower() in ("true", "false"):
-        return str(value).lower() == "true"
-    raise ValueError(value)
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or float(value) != int(float(value)):
-        raise ValueError(value)
-    return int(float(value))
-
-
-def _window_setting(value: Any, name: str, source: str) -> str:
-    if hasattr(value, "values"):  # a YAML/JSON list [left, right] is read as a 1×2 matrix
-        value = ",".join(str(_int(x)) for x in value.values.reshape(-1).tolist())
-    parse_window(value, f"the setting {name}", AttnError, source)
+def _window_setting(value: Any) -> str:
+    """A bundle's window: "LEFT,RIGHT", or a list [left, right] (which YAML/JSON give as a 1×2 matrix)."""
+    if hasattr(value, "values"):
+        value = value.values.reshape(-1).tolist()
+    if isinstance(value, (list, tuple)):
+        if all(isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() for x in value):
+            value = ",".join(str(int(x)) for x in value)
+        else:
+            value = ",".join(str(x) for x in value)
+    parse_window(value, "window")
     return str(value)
 
 
-# A bundle's settings: the variants, by the name of their flag (YAML/JSON keys, safetensors metadata).
-BUNDLE_SETTINGS: dict[str, Callable[[Any, str, str], Any]] = {
-    "window": _window_setting,
-    "softcap": _setting(float, "a number"),
-    "alibi": _setting(_bool, "true or false"),
-    "rope": _setting(lambda v: RopeStyle(str(v)), " or ".join(ROPE_STYLES)),
-    "rope_theta": _setting(float, "a number"),
-    "rope_dim": _setting(_int, "a whole number"),
-    "rope_offset": _setting(_int, "a whole number"),
-}
+# Bundle settings whose option's type alone cannot read them: name -> converter (raises AttnError).
+SETTING_CONVERTERS: dict[str, Callable[[Any], Any]] = {"window": _window_setting}
 
 
 FROM_OPTIONS = AttentionFlags()  # the placeholder default of ``attention``: @attention_options fills it in
@@ -311,6 +350,7 @@ FROM_OPTIONS = AttentionFlags()  # the placeholder default of ``attention``: @at
 # Each attention option once: its Annotated alias and its default, in the order help shows them.
 ATTENTION_OPTIONS: dict[str, tuple[Any, Any]] = {
     "mask": (MaskOption, None),
+    "bias": (BiasOption, None),
     "causal": (CausalOption, False),
     "causal_align": (AlignOption, None),
     "scale": (ScaleOption, None),
@@ -339,8 +379,90 @@ def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..
         def run(files: FilesArgument, attention: AttentionFlags = FROM_OPTIONS, fmt: FormatOption = None): ...
 
     Adding an attention option to every command is one entry in ATTENTION_OPTIONS
-    (and a field of AttentionFlags).
+    (and a field of AttentionFlags); it is then a bundle setting too.
     """
     from attncli.cli.groups import option_group
 
     return option_group("attention", AttentionFlags, ATTENTION_OPTIONS, names or tuple(ATTENTION_OPTIONS))
+
+
+# --- how text files are read, declared once -------------------------------------------------------
+
+Decimal = Enum("Decimal", {"point": ".", "comma": ","}, type=str)  # type: ignore[misc]
+
+HeaderOption = Annotated[bool | None, typer.Option(
+    "--header/--no-header", show_default=False,
+    help="CSV/TSV/text: the first row holds column names, or data. Default: names when none of its cells "
+         "is a number or its first cell is empty; a first row 0,1,…,n-1 (pandas' names for unnamed "
+         "columns) is names only when the rows below are not whole numbers, and a note says which.",
+)]
+LabelsOption = Annotated[bool | None, typer.Option(
+    "--labels/--no-labels", show_default=False,
+    help="CSV/TSV/text: the first column holds row labels, or numbers. Default: labels when none of its "
+         "cells below the header is a number, or under an empty header cell (pandas' index).",
+)]
+DelimiterOption = Annotated[str | None, typer.Option(
+    "--delimiter", metavar="CHAR", show_default=False,
+    help="CSV/TSV/text: what separates cells: ',', ';', tab, space (runs of spaces) or another character. "
+         "Default: Excel's sep= first line, else the first of tab, ';' and ',' found on every line.",
+)]
+DecimalOption = Annotated[Decimal | None, typer.Option(
+    "--decimal", show_default=False,
+    help="CSV/TSV/text: the decimal mark. Default: ',' only when commas do not separate the cells and "
+         "numbers are written 1,5 (Excel in much of Europe), never 1.5.",
+)]
+
+DELIMITER_WORDS = {"tab": "\t", "\\t": "\t", "space": " ", "comma": ",", "semicolon": ";"}
+
+
+@dataclass
+class ReadFlags:
+    """How to read CSV/TSV/text files, as typed on the command line; None: decided from each file."""
+
+    header: bool | None = None
+    labels: bool | None = None
+    delimiter: str | None = None
+    decimal: Decimal | None = None
+
+    def settings(self) -> TextSettings:
+        """The readers' TextSettings; a delimiter may be named (tab, space) or be one character."""
+        from attncli.readers import TextSettings
+
+        delimiter = self.delimiter
+        if delimiter is not None:
+            delimiter = DELIMITER_WORDS.get(delimiter.lower(), delimiter)
+            if len(delimiter) != 1 or delimiter in '"\r\n' or delimiter.isalnum():
+                raise UsageError(f"--delimiter {self.delimiter!r} is not a delimiter",
+                                 hint="give one character such as ';' or '|', or tab or space")
+        decimal = None if self.decimal is None else self.decimal.value
+        if decimal is not None and delimiter == decimal:
+            raise UsageError(f"--delimiter and --decimal are both {decimal!r}", hint="cells need another delimiter")
+        return TextSettings(self.header, self.labels, delimiter, decimal)
+
+
+FROM_READ_OPTIONS = ReadFlags()  # the placeholder default of ``reading``: @read_options fills it in
+
+READ_OPTIONS: dict[str, tuple[Any, Any]] = {
+    "header": (HeaderOption, None),
+    "labels": (LabelsOption, None),
+    "delimiter": (DelimiterOption, None),
+    "decimal": (DecimalOption, None),
+}
+
+
+def read_options() -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command that reads matrices the options saying how to read text
+    files: its parameter ``reading: ReadFlags`` becomes ``--header/--no-header``,
+    ``--labels/--no-labels``, ``--delimiter`` and ``--decimal``."""
+    from attncli.cli.groups import option_group
+
+    return option_group("reading", ReadFlags, READ_OPTIONS, tuple(READ_OPTIONS))
+
+
+def setting_flag(setting: str, value: Any) -> str:
+    """How a reader's setting (a TextSettings field and value) is typed here:
+    ("header", False) -> --no-header; ("delimiter", ";") -> --delimiter ';'."""
+    if isinstance(value, bool):
+        return f"--{setting}" if value else f"--no-{setting}"
+    words = {"\t": "tab", " ": "space"}
+    return f"--{setting} {words.get(value) or repr(value)}"

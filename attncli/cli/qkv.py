@@ -5,33 +5,44 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from attncli.cli.emit import Emitted, Result, note
-from attncli.cli.io import check_stdin_once, open_input, progress_bar, read_matrix_arg
-from attncli.cli.options import BUNDLE_SETTINGS, FROM_OPTIONS, AttentionFlags, Layout
+from attncli.cli.emit import Emitted, Result
+from attncli.cli.io import check_stdin_once, progress_bar, source_name
+from attncli.cli.notes import note
+from attncli.cli.options import FROM_OPTIONS, Layout
+from attncli.cli.reading import read_matrix_named, read_named
 from attncli.errors import AttnError, UsageError
+from attncli.readers.base import BY_FILE
 from attncli.text import plural
 
 if TYPE_CHECKING:
+    from attncli.cli.options import AttentionFlags
     from attncli.core.options import AttentionOptions
     from attncli.core.reference import Steps
+    from attncli.readers import Matrix, TextSettings
 
 # What a bundle may hold besides q, k and v: arrays the options use, and settings (cli/options.py).
-BUNDLE_ARRAYS = ("mask", "sinks", "alibi_slopes")
+BUNDLE_ARRAYS = ("mask", "bias", "sinks", "alibi_slopes")
+SETTINGS = ("window",)  # settings that may be written as a list, which the readers read as a matrix
 UNUSED = {"dout": "the output's gradient, for a backward pass, which attn does not compute"}
 
 
 class Problem:
-    """Q, K, V (and a mask, sinks, ALiBi slopes) as read, with the labels to
-    show them by and the attention flags with the bundle's settings.
+    """Q, K, V as read, the options they are attended with (mask, bias, the
+    bundle's settings, sinks, ALiBi slopes), and the labels to show them by.
 
     Tensors are held as [..., heads, seq, dim] whatever ``layout`` the files
-    use; ``to_file_layout`` turns a result back.
+    use; ``to_file_layout`` turns a result back. ``flags`` are the attention
+    flags with the bundle's settings, ``arrays`` the sinks and ALiBi slopes read.
     """
 
-    def __init__(self, q, k, v, mask=None, mask_source=None, meta=None, *, flags: AttentionFlags = FROM_OPTIONS,
-                 arrays=None, layout: Layout = Layout.bhsd):
-        self.q, self.k, self.v, self.mask, self.mask_source = q, k, v, mask, mask_source
-        self.meta = meta or {}  # a bundle's plain settings: description, rgb
+    def __init__(self, q, k, v, options: AttentionOptions | None = None, meta=None, masked: bool = False, *,
+                 flags: AttentionFlags = FROM_OPTIONS, arrays=None, layout: Layout = Layout.bhsd):
+        from attncli.core.options import AttentionOptions
+
+        self.q, self.k, self.v = q, k, v
+        self.options = options or AttentionOptions()
+        self.meta = meta or {}  # a bundle's plain settings that are not attention options: description, rgb
+        self.masked = masked  # a mask was given (rather than only causal)
         self.flags = flags
         self.arrays = arrays or {}  # "sinks", "alibi_slopes" -> Matrix, from the bundle or the files named
         self.layout = layout
@@ -40,10 +51,6 @@ class Problem:
     def tensors(self) -> bool:
         """Has any input more than two axes (batch, heads)?"""
         return max(self.q.values.ndim, self.k.values.ndim, self.v.values.ndim) > 2
-
-    def options(self) -> AttentionOptions:
-        return self.flags.build(self.mask, sinks=self.arrays.get("sinks"),
-                                alibi_slopes=self.arrays.get("alibi_slopes"))
 
     def to_file_layout(self, values):
         """A result [..., heads, seq, dim] in the files' layout (bshd: [..., seq, heads, dim])."""
@@ -76,6 +83,10 @@ class Problem:
         return row_colours(self.k.row_labels or self.v.row_labels, self.k.values, self.meta.get("rgb") is True)
 
 
+# A bundle's plain settings that are not attention options, and their types.
+BUNDLE_META: dict[str, Any] = {"description": str, "rgb": bool}
+
+
 def to_layout(values, layout: Layout):
     """[..., a, b, d] -> [..., b, a, d] for bshd (its own inverse); bhsd and 2-D arrays unchanged."""
     import numpy as np
@@ -90,65 +101,105 @@ def layout_shape(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
     return shape
 
 
-def load_problem(files: list[str], flags: AttentionFlags = FROM_OPTIONS, layout: Layout = Layout.bhsd) -> Problem:
-    """Read one bundle or three files, and the files the flags name (mask,
-    sinks, ALiBi slopes). NPY, NPZ and safetensors inputs may be tensors of any
-    rank ≥ 2, in ``layout``. A bundle's settings fill in the flags left at
-    their defaults."""
-    from attncli.readers import NotABundle, read_bundle
+def load_problem(files: list[str], attention: AttentionFlags = FROM_OPTIONS, text: TextSettings = BY_FILE,
+                 layout: Layout = Layout.bhsd) -> Problem:
+    """Read one bundle or three files and the files the flags name (mask, bias,
+    sinks, ALiBi slopes), and gather the options: the command line's, else the
+    bundle's settings. NPY, NPZ and safetensors inputs may be tensors of any
+    rank ≥ 2, in ``layout``."""
+    from attncli.cli.options import allowed_cells, setting_names
+    from attncli.cli.settings import BundleSettings
+    from attncli.readers import NotABundle
 
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
-    check_stdin_once([*files, *flags.files()])
-    mask, meta, arrays = None, {}, {}
+    check_stdin_once([*files, *attention.files()])
+    mask = bias = None
+    meta: dict[str, Any] = {}
+    arrays: dict[str, Matrix] = {}
     if len(files) == 1:
-        source = open_input(files[0])
+        source = source_name(files[0])
         try:
-            bundle = read_bundle(source, tensors=True)
+            bundle = read_named(files[0], text, bundle=True, tensors=True)
         except NotABundle as e:
             e.hint = "give three files Q K V, or one YAML/JSON/NPZ/safetensors bundle with q, k and v"
             raise
         entries = {name.lower(): m for name, m in bundle.matrices.items()}
-        settings = {name.lower(): value for name, value in bundle.meta.items()}
-        settings.update((name, entries.pop(name)) for name in list(entries) if name in BUNDLE_SETTINGS)
+        # A setting written as a list (window: [3, 0]) is read as a matrix: it is a setting all the same.
+        given_settings = {**bundle.meta, **{name: entries.pop(name) for name in list(entries) if name in SETTINGS}}
         missing = [n for n in ("q", "k", "v") if n not in entries]
         extra = sorted(set(entries) - {"q", "k", "v", *BUNDLE_ARRAYS, *UNUSED})
         if missing or extra:
             what = f"has no {', '.join(missing)}" if missing else f"has an unexpected entry {extra[0]!r}"
-            raise AttnError(f"the bundle {what}", source=source.name,
+            raise AttnError(f"the bundle {what}", source=source,
                             hint="a bundle holds q, k and v, and optionally " + ", ".join(BUNDLE_ARRAYS))
         for name in sorted(set(entries) & set(UNUSED)):
-            note(f"{source.name}: {name} is not used: {UNUSED[name]}")
+            note(f"{name} is not used: {UNUSED[name]}", source)
+        settings = BundleSettings.of(given_settings, source, bundle.lines, [*BUNDLE_META, *setting_names()])
+        attention = attention.with_settings(settings)
+        meta = settings.fill({}, BUNDLE_META, frozenset())
         q, k, v = entries["q"], entries["k"], entries["v"]
-        mask, meta = entries.get("mask"), bundle.meta
-        arrays = {name: entries[name] for name in BUNDLE_ARRAYS[1:] if name in entries}
-        flags = flags.with_settings(settings, source.name)
+        if "mask" in entries:
+            mask = allowed_cells(entries["mask"], source, "entry")
+        if "bias" in entries:
+            bias = entries["bias"].values
+        arrays = {name: entries[name] for name in ("sinks", "alibi_slopes") if name in entries}
     else:
-        q, k, v = (read_matrix_arg(f, tensors=True) for f in files)
-    if flags.mask is not None:
-        mask = read_matrix_arg(flags.mask, mask=True, tensors=True)
-    for name in BUNDLE_ARRAYS[1:]:
-        if getattr(flags, name) is not None:
-            arrays[name] = read_matrix_arg(getattr(flags, name), tensors=True)
+        q, k, v = (read_matrix_named(f, text, tensors=True) for f in files)
+    if attention.mask is not None:
+        mask = allowed_cells(read_matrix_named(attention.mask, text, mask=True, tensors=True),
+                             source_name(attention.mask), "file")
+    if attention.bias is not None:
+        bias = read_matrix_named(attention.bias, text, bias=True, tensors=True).values
+    for name in ("sinks", "alibi_slopes"):
+        if getattr(attention, name) is not None:
+            arrays[name] = read_matrix_named(getattr(attention, name), text, tensors=True)
     for m in (q, k, v):
         m.values = to_layout(m.values, layout)
-    return Problem(q, k, v, mask, flags.mask or (files[0] if mask is not None else None), meta,
-                   flags=flags, arrays=arrays, layout=layout)
+    options = attention.build(mask, bias, sinks=arrays.get("sinks"), alibi_slopes=arrays.get("alibi_slopes"))
+    return Problem(q, k, values_per_key(v, k), options, meta, masked=mask is not None, flags=attention,
+                   arrays=arrays, layout=layout)
+
+
+def values_per_key(v: Matrix, k: Matrix) -> Matrix:
+    """V written as a flat list (or a 1-D array) of one number per key, as
+    seed 000's ``v: [10, 5, 2]`` and the Python API's 1-D v: a column, n_k×1."""
+    from attncli.readers import Matrix
+
+    n_k = k.shape[0]
+    if v.vector and k.values.ndim == 2 and n_k > 1 and v.shape == (1, n_k):
+        return Matrix(v.values.T, v.col_labels, None)
+    return v
 
 
 def compute(problem: Problem, options: AttentionOptions) -> Steps:
-    """Every step, from the reference."""
+    """Every step, from the reference; the guard-rails' notes on the weights."""
+    from attncli.cli.guards import check_attention
     from attncli.core.reference import reference
 
-    return reference(problem.q.values, problem.k.values, problem.v.values, options)
+    steps = reference(problem.q.values, problem.k.values, problem.v.values, options)
+    check_attention(options, problem.queries, problem.k.shape[-2], steps,
+                    head_count(steps.weights.shape))
+    return steps
 
 
 def compute_output(problem: Problem, options: AttentionOptions):
-    """The output alone, from the blocked kernel, with a progress bar on a terminal."""
+    """The output alone, from the blocked kernel, with a progress bar on a terminal
+    (and the notes that need no weights: queries that may attend to nothing)."""
+    from attncli.cli.guards import check_attention
     from attncli.core.kernel import blocked
 
     with progress_bar("attention") as progress:
-        return blocked(problem.q.values, problem.k.values, problem.v.values, options, progress=progress)
+        output = blocked(problem.q.values, problem.k.values, problem.v.values, options, progress=progress)
+    check_attention(options, problem.queries, problem.k.shape[-2])
+    return output
+
+
+def head_count(shape: tuple[int, ...]) -> int:
+    """How many (batch, head) matrices weights [..., n_q, n_k] hold."""
+    import math
+
+    return math.prod(shape[:-2])
 
 
 def output_matrix(problem: Problem, output) -> Emitted:
@@ -277,6 +328,7 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
     def view() -> Any:  # Rich is imported only when a table or picture is shown
         from rich.text import Text
 
+        from attncli.cli.guards import rows_sum
         from attncli.output.render import heatmap, number_table, stack
 
         layout = f" ({problem.layout.value})" if problem.tensors else ""
@@ -287,8 +339,7 @@ def run_result(problem: Problem, steps, precision: int, options: AttentionOption
             describe(steps, q.shape[-1], options), grouping(q.shape, k.shape), computed_in(problem, steps),
         )
         rows, _, key_headers = shown_labels(problem)
-        sums = "each row sums to less than 1 (the sink takes the rest)" if options.sinks is not None \
-            else "each row sums to 1"
+        sums = rows_sum(options, *steps.weights.shape[-2:])
         parts: list[Any] = [header]
         for b, h in shown[:MAX_SLICES]:
             where = "" if not problem.tensors else f"batch {b} · head {h}: "

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from attncli.cli.notes import note
 from attncli.errors import UsageError
+from attncli.text import noun
 
 
 def word_vectors(path: str | None, words_file: str | None, texts: list[str]):
@@ -17,3 +19,12 @@ def word_vectors(path: str | None, words_file: str | None, texts: list[str]):
 
     wanted = {w for text in texts for w in phrase_words(text)}
     return read_vectors(path, words=words_file, wanted=wanted)
+
+
+def note_unknown(words: list[str], policy: str, source: str) -> None:
+    """Say which words ``--unknown skip`` left out or ``zero`` gave zeros (``source``: the vectors' name)."""
+    from attncli.vectors.table import named_words
+
+    if words:
+        done = "left out" if policy == "skip" else "given a vector of zeros"
+        note(f"unknown {noun(len(words), 'word')} {named_words(words)} {done} (not in {source})")

@@ -116,15 +116,30 @@ def write_delimited(
     delimiter: str = ",",
 ) -> None:
     """A matrix as CSV/TSV: a header row when columns are named, a first
-    column when rows are, so that ``attn`` reads it back with its labels."""
+    column when rows are, so that ``attn`` reads it back with its labels.
+    A line's first cell that starts with # is quoted, so that no reader
+    takes the line for a comment."""
     writer = csv.writer(stream, delimiter=delimiter, lineterminator="\n")
+
+    def write_rows(rows: list[list[str]]) -> None:
+        if not any(row[0].startswith("#") for row in rows):
+            writer.writerows(rows)
+            return
+        for first, *rest in rows:
+            if first.startswith("#"):
+                stream.write('"' + first.replace('"', '""') + '"' + (delimiter if rest else "\n"))
+                if rest:
+                    writer.writerow(rest)
+            else:
+                writer.writerow([first, *rest])
+
     if col_labels is not None:
-        writer.writerow(([""] if row_labels is not None else []) + list(col_labels))
+        write_rows([([""] if row_labels is not None else []) + list(col_labels)])
     for start in range(0, len(values), ROWS_PER_WRITE):  # a block of rows at a time
         rows = number_strings(values[start : start + ROWS_PER_WRITE]).tolist()
         if row_labels is not None:
             rows = [[label, *row] for label, row in zip(row_labels[start : start + ROWS_PER_WRITE], rows, strict=True)]
-        writer.writerows(rows)
+        write_rows(rows)
 
 
 def write_npy(stream: IO[bytes], values: Any) -> None:

@@ -14,7 +14,17 @@ from collections.abc import Callable
 from typing import Any
 
 from attncli.errors import AttnError
-from attncli.readers.base import Bundle, Input, Matrix, Request, checked_labels, first_bad, not_finite
+from attncli.readers.base import (
+    NUMBERS,
+    Bundle,
+    Input,
+    Matrix,
+    Request,
+    check_distinct,
+    checked_labels,
+    first_bad,
+    not_finite,
+)
 from attncli.readers.limits import check_fits_in_memory
 
 NPY_MAGIC = b"\x93NUMPY"
@@ -26,8 +36,7 @@ def read_npy(source: Input, request: Request) -> Bundle:
     array = map_npy(source.path) if source.mappable and source.path is not None else None
     if array is None:
         array = load_npy(source.data(), source.name)
-    return Bundle.of(matrix_from_array(array, source.name, "", request.mask, tensors=request.tensors,
-                                       finite=request.finite))
+    return Bundle.of(matrix_from_array(array, source.name, "", request))
 
 
 def read_npz(source: Input, request: Request) -> Bundle:
@@ -35,13 +44,18 @@ def read_npz(source: Input, request: Request) -> Bundle:
 
     Each array is a matrix; ``<name>_labels`` and ``<name>_columns`` string
     arrays name its rows and columns. Read as named matrices, the array
-    ``mask`` is a mask; read as one matrix, every array is one if
-    ``request.mask``.
+    ``mask`` is a mask and ``bias`` a bias, 0-D arrays are settings
+    (``np.savez(f, q=q, k=k, v=v, causal=True)``), and names that differ only
+    in case are refused; read as one matrix, it is read as ``request`` asks.
     """
     arrays = _load_npz(source.data(), source.name)
     if request.is_bundle(arrays):
-        return _arrays_bundle(arrays, source.name, lambda name: name == "mask", request.tensors)
-    bundle = _arrays_bundle(arrays, source.name, lambda name: request.mask, request.tensors, request.finite)
+        check_distinct(arrays, source.name)
+        settings = {name: array for name, array in arrays.items() if array.ndim == 0}
+        bundle = _arrays_bundle({n: a for n, a in arrays.items() if n not in settings}, source.name, request.entry)
+        bundle.meta = {name: array.item() for name, array in settings.items()}
+        return bundle
+    bundle = _arrays_bundle(arrays, source.name, lambda name: request)
     if len(bundle.matrices) != 1:
         names = ", ".join(bundle.matrices) or "none"
         raise AttnError(f"holds several arrays ({names}), expected one matrix", source=source.name,
@@ -112,8 +126,7 @@ def _load_npz(data: bytes, source: str) -> dict[str, Any]:
     return arrays
 
 
-def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str], bool],
-                   tensors: bool = False, finite: bool = True) -> Bundle:
+def _arrays_bundle(arrays: dict[str, Any], source: str, request_for: Callable[[str], Request]) -> Bundle:
     """The arrays of an archive as matrices, named by their ``_labels`` and ``_columns`` arrays."""
     names = {}
     for name, array in arrays.items():
@@ -126,7 +139,7 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str],
     for name, array in arrays.items():
         if name.rpartition("_")[2] in ("labels", "columns") and name.rpartition("_")[0] in arrays:
             continue
-        m = matrix_from_array(array, source, name, is_mask(name), tensors=tensors, finite=finite)
+        m = matrix_from_array(array, source, name, request_for(name))
         m.row_labels = checked_labels(names.get((name, "labels")), m.shape[-2], source, f"{name}_labels")
         m.col_labels = checked_labels(names.get((name, "columns")), m.shape[-1], source, f"{name}_columns")
         bundle.matrices[name] = m
@@ -135,25 +148,29 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, is_mask: Callable[[str],
     return bundle
 
 
-def matrix_from_array(array: Any, source: str, where: str, mask: bool, *, tensors: bool = False,
-                      finite: bool = True) -> Matrix:
-    """Check an ndarray is a finite 2-D float matrix (a 1-D vector is one row).
+def matrix_from_array(array: Any, source: str, where: str, request: Request = NUMBERS) -> Matrix:
+    """Check an ndarray is a finite 2-D float matrix (a 1-D vector is one row,
+    marked a ``vector``). A mask may be boolean; a mask or bias may hold integers.
 
-    ``tensors``: any rank ≥ 2 ([..., rows, cols]) in the stored float dtype
-    (float16 and bfloat16 kept for the core, which computes them in float32);
-    otherwise float16 becomes float32. ``finite=False`` lets NaN and ±inf through.
+    ``request.tensors``: any rank ≥ 2 ([..., rows, cols]) in the stored float
+    dtype (float16 and bfloat16 kept for the core, which computes them in
+    float32); otherwise float16 becomes float32. ``request.finite=False`` lets
+    NaN and ±inf through.
     """
     import numpy as np
 
     prefix = f"{where}: " if where else ""
     kind = array.dtype.kind
-    if kind == "b" and mask:
+    if kind == "b" and request.mask:
         pass
     elif kind == "f" or array.dtype.name == "bfloat16":
-        if not tensors:
+        if not request.tensors:
             array = array.astype(np.float64 if array.dtype.itemsize > 4 else np.float32, copy=False)
-    elif kind in "iu" and mask:
+    elif kind in "iu" and request.special:
         array = array.astype(np.float64)
+    elif kind == "b" and request.bias:
+        raise AttnError(f"{prefix}holds booleans, but a bias is added to the scores", source=source,
+                        hint="booleans say where a query may attend: give them as a mask")
     elif kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
         raise AttnError(f"{prefix}holds raw 2-byte values ({array.dtype.str}), perhaps bfloat16 saved through "
                         "ml_dtypes, which NPY cannot name", source=source,
@@ -161,21 +178,22 @@ def matrix_from_array(array: Any, source: str, where: str, mask: bool, *, tensor
     else:
         raise AttnError(f"{prefix}holds {array.dtype} data; attn reads float arrays",
                         source=source, hint="save it with a.astype(np.float32) or float64")
-    if array.ndim == 1:
+    vector = array.ndim == 1
+    if vector:
         array = array[None, :]
-    if array.ndim != 2 and not (tensors and array.ndim > 2):
+    if array.ndim != 2 and not (request.tensors and array.ndim > 2):
         shape = "×".join(map(str, array.shape)) or "a scalar"
         raise AttnError(f"{prefix}is {array.ndim}-D ({shape}), expected a 2-D matrix", source=source)
     if array.size == 0:
         raise AttnError(f"{prefix}is empty ({'×'.join(map(str, array.shape))})", source=source)
     if array.dtype.byteorder not in "=|":
         array = array.astype(array.dtype.newbyteorder("="), copy=False)
-    bad = first_bad(array, mask) if finite else None
+    bad = first_bad(array, request.special) if request.finite else None
     if bad:
         where_bad = (f"row {bad[0] + 1}, column {bad[1] + 1}" if len(bad) == 2
                      else f"element [{', '.join(map(str, bad))}]")
-        raise AttnError(f"{prefix}{where_bad}: {not_finite(float(array[bad]), mask)}", source=source)
-    return Matrix(array)
+        raise AttnError(f"{prefix}{where_bad}: {not_finite(float(array[bad]), request.special)}", source=source)
+    return Matrix(array, vector=vector)
 
 
 def pytorch_file(source: str) -> AttnError:

@@ -24,6 +24,8 @@ class Matrix:
     values: Any  # np.ndarray [rows, cols] (tensors: [..., rows, cols]): float, or bool for a mask
     row_labels: list[str] | None = None
     col_labels: list[str] | None = None
+    vector: bool = False  # written as a flat list or a 1-D array (held as one row)
+    choices: list[Choice] = field(default_factory=list)  # readings the reader chose where two were possible
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -42,7 +44,8 @@ class Bundle:
     """
 
     matrices: dict[str, Matrix]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)  # plain settings: description, scale, causal, ...
+    lines: dict[str, int] = field(default_factory=dict)  # where each entry is, when the format has lines
 
     @classmethod
     def of(cls, matrix: Matrix) -> Bundle:
@@ -54,11 +57,41 @@ class Bundle:
         """Was the input read as one matrix rather than as named entries?"""
         return list(self.matrices) == [LONE]
 
+    @property
+    def choices(self) -> list[Choice]:
+        """The readings chosen where its matrices could be read two ways."""
+        return [c for m in self.matrices.values() for c in m.choices]
+
     def matrix(self) -> Matrix:
         """The matrix of a single-matrix input."""
         if not self.single:
             raise ValueError(f"a bundle of {', '.join(self.matrices)}, not a single matrix")
         return self.matrices[LONE]
+
+
+@dataclass(frozen=True)
+class TextSettings:
+    """How to read CSV/TSV/whitespace text where the file alone may not say.
+    None: decide from the file by the documented rules (see ``readers.layout``)."""
+
+    header: bool | None = None  # the first row holds column names
+    labels: bool | None = None  # the first column holds row names
+    delimiter: str | None = None  # between cells: ",", ";", "\t", ...
+    decimal: str | None = None  # "." or ","
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A reading the reader chose where the input allows two. The caller says
+    so (the CLI in one note), naming how to ask for the other reading: the
+    ``TextSettings`` field ``setting`` set to ``other``."""
+
+    message: str  # what was decided and why, in data terms
+    source: str
+    line: int | None
+    setting: str  # a TextSettings field
+    other: Any  # its value that picks the other reading
+    other_reading: str  # what that value does: "reads it as data"
 
 
 class NotABundle(AttnError):
@@ -147,7 +180,9 @@ def read_all(f: BinaryIO, name: str) -> bytes:
 class Request:
     """What the caller expects an input to hold."""
 
-    mask: bool = False  # accept booleans and -inf (an attention mask); a bundle's "mask" entry always does
+    mask: bool = False  # a mask: booleans, true/false cells and -inf accepted; a bundle's "mask" entry always is
+    bias: bool = False  # a bias: -inf accepted (no booleans); a bundle's "bias" entry always is
+    text: TextSettings = TextSettings()  # how to read CSV/TSV/text
     bundle: bool = False  # named matrices (q, k, v, ...), never one matrix
     bundle_if: frozenset[str] = frozenset()  # else: named matrices when it has one of these entries (any case)
     tensors: bool = False  # any rank ≥ 2 ([..., rows, cols]) in the stored float dtype (NPY, NPZ, safetensors)
@@ -157,16 +192,48 @@ class Request:
         """Read an input holding entries ``names`` as named matrices?"""
         return self.bundle or any(str(name).lower() in self.bundle_if for name in names)
 
+    @property
+    def special(self) -> bool:
+        """May cells hold -inf (a mask or a bias)?"""
+        return self.mask or self.bias
+
+    def entry(self, name: str) -> Request:
+        """How to read the bundle entry ``name``: ``mask`` is a mask, ``bias`` a bias, the rest numbers."""
+        role = entry_key(name)
+        return Request(mask=role == "mask", bias=role == "bias", text=self.text, tensors=self.tensors)
+
+
+NUMBERS = Request()  # the default request: one matrix of numbers, text read as its own layout says
+BY_FILE = TextSettings()  # every text setting decided from the file itself
+
+
+def entry_key(name: Any) -> str:
+    """A bundle entry's or setting's name as compared: case and - vs _ do not count."""
+    return str(name).lower().replace("-", "_")
+
+
+def check_distinct(names: Iterable[Any], source: str, lines: dict[Any, int] | None = None) -> None:
+    """Refuse a bundle whose entries differ only in case (q and Q): which one is meant?"""
+    seen: dict[str, Any] = {}
+    for name in names:
+        key = entry_key(name)
+        if key in seen:
+            raise AttnError(f"has both {seen[key]!r} and {name!r}, which name the same entry", source=source,
+                            line=(lines or {}).get(name), hint="entry names ignore case: keep one of them")
+        seen[key] = name
+
 
 def decode_text(data: bytes, source: str) -> str:
+    """Text from bytes: UTF-8 (with or without a BOM) or UTF-16/32 with a BOM;
+    anything else is refused naming what it probably is (see ``encodings``)."""
+    from attncli.readers.encodings import decode
+
     if not data.strip():
         raise AttnError("the file is empty", source=source, hint="expected rows of numbers")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        line = data[: e.start].count(b"\n") + 1
-        raise AttnError("is not UTF-8 text", source=source, line=line,
-                        hint="a binary file? NPY files start with \\x93NUMPY") from None
+    text = decode(data, source)
+    if not text.strip():
+        raise AttnError("the file is empty", source=source, hint="expected rows of numbers")
+    return text
 
 
 CHECK_BLOCK = 1 << 20  # cells checked at a time for NaN/inf

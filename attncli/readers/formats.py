@@ -14,7 +14,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from attncli.readers import arrays, tensors, text, trees
-from attncli.readers.base import Bundle, Input, Matrix, NotABundle, Request
+from attncli.readers.base import BY_FILE, Bundle, Input, Matrix, NotABundle, Request, TextSettings
+from attncli.readers.encodings import head_text
+from attncli.readers.layout import is_comment, sep_line
 
 Reader = Callable[[Input, Request], Bundle]
 
@@ -41,6 +43,7 @@ FORMATS: dict[str, Format] = {f.name: f for f in (
            recognise=tensors.looks_like_safetensors),
     Format("yaml", (".yaml", ".yml"), trees.read_yaml, bundles=True),
     Format("json", (".json",), trees.read_json, bundles=True),
+    Format("jsonl", (".jsonl", ".ndjson"), trees.read_json_lines),  # one row per line, as `jq -c '.[]'` writes
 )}
 
 
@@ -50,7 +53,9 @@ def read_input(
     fmt: str | None = None,
     *,
     mask: bool = False,
+    bias: bool = False,
     bundle: bool | Iterable[str] = False,
+    text: TextSettings = BY_FILE,
     tensors: bool = False,
     finite: bool = True,
 ) -> Bundle:
@@ -60,15 +65,18 @@ def read_input(
     unless ``bundle``: True asks for named matrices (q, k, v, ...; a format
     that holds one matrix is refused), a set of names asks for named matrices
     when the input has an entry of one of those names, and one matrix otherwise.
-    ``mask`` accepts booleans and -inf (for attention masks). ``tensors``
-    accepts arrays of any rank ≥ 2 in their stored float dtype (NPY, NPZ,
-    safetensors); ``finite=False`` lets NaN and infinities through (NPY, NPZ,
-    safetensors). ``fmt`` overrides the detected format.
+    ``mask`` accepts booleans, true/false and -inf (an attention mask),
+    ``bias`` -inf (added to the scores). ``text`` says how to read CSV/TSV/text
+    where the file could be read two ways. ``tensors`` accepts arrays of any
+    rank ≥ 2 in their stored float dtype (NPY, NPZ, safetensors);
+    ``finite=False`` lets NaN and infinities through (NPY, NPZ, safetensors).
+    ``fmt`` overrides the detected format.
     """
     src = Input.of(source, name)
     form = FORMATS[fmt] if fmt else detect(src)
     names = frozenset() if isinstance(bundle, bool) else frozenset(n.lower() for n in bundle)
-    request = Request(mask=mask, bundle=bundle is True, bundle_if=names, tensors=tensors, finite=finite)
+    request = Request(mask=mask, bias=bias, bundle=bundle is True, bundle_if=names, text=text, tensors=tensors,
+                      finite=finite)
     if request.bundle and not form.bundles:
         holders = "/".join(f.name.upper() for f in FORMATS.values() if f.bundles)
         raise NotABundle(f"a {form.name.upper()} file holds one matrix, not a bundle", source=src.name,
@@ -77,15 +85,16 @@ def read_input(
 
 
 def read_matrix(source: Input | bytes | str | os.PathLike[str], name: str | None = None, fmt: str | None = None,
-                *, mask: bool = False, tensors: bool = False, finite: bool = True) -> Matrix:
+                *, mask: bool = False, bias: bool = False, text: TextSettings = BY_FILE, tensors: bool = False,
+                finite: bool = True) -> Matrix:
     """The one matrix an input holds; an NPZ archive must hold exactly one array."""
-    return read_input(source, name, fmt, mask=mask, tensors=tensors, finite=finite).matrix()
+    return read_input(source, name, fmt, mask=mask, bias=bias, text=text, tensors=tensors, finite=finite).matrix()
 
 
 def read_bundle(source: Input | bytes | str | os.PathLike[str], name: str | None = None,
-                fmt: str | None = None, *, tensors: bool = False) -> Bundle:
+                fmt: str | None = None, *, text: TextSettings = BY_FILE, tensors: bool = False) -> Bundle:
     """Named matrices from a YAML/JSON mapping, an NPZ archive or a safetensors file."""
-    return read_input(source, name, fmt, bundle=True, tensors=tensors)
+    return read_input(source, name, fmt, bundle=True, text=text, tensors=tensors)
 
 
 EXTENSIONS = {ext: f for f in FORMATS.values() for ext in f.extensions}
@@ -113,14 +122,28 @@ def sniff(data: bytes) -> str:
 
 
 def sniff_text(data: bytes) -> str:
-    """The text format from the first line that is not blank or a comment."""
-    head = data[:4096].decode("utf-8-sig", errors="replace")
-    lines = [ln for ln in head.splitlines() if ln.strip() and not re.match(r"\s*#(\s|$)", ln)]
-    first = lines[0].strip() if lines else ""
+    """The text format from the first line that is not blank or a comment
+    (UTF-16 with a byte-order mark too): JSON, JSON Lines (a whole JSON value
+    on the first line, and more lines), YAML, TSV, CSV (commas, semicolons or
+    Excel's sep= line) or whitespace-separated text."""
+    lines = [ln.strip() for ln in head_text(data).splitlines() if ln.strip() and not is_comment(ln)]
+    first = lines[0] if lines else ""
     if first[:1] in ("[", "{"):
-        return "json"
-    if re.match(r"(-(\s|$)|---|[^,\t]*:(\s|$))", first):
+        return "jsonl" if len(lines) > 1 and lines[1][:1] in ("[", "{") and _whole_json(first) else "json"
+    if sep_line(first):
+        return "csv"
+    if re.match(r"(-(\s|$)|---|[^,;\t]*:(\s|$))", first):
         return "yaml"
     if "\t" in first:
         return "tsv"
-    return "csv" if "," in first else "txt"
+    return "csv" if "," in first or ";" in first else "txt"
+
+
+def _whole_json(line: str) -> bool:
+    import json
+
+    try:
+        json.loads(line)
+    except ValueError:
+        return False
+    return True

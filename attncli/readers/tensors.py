@@ -14,7 +14,7 @@ from typing import Any
 
 from attncli.errors import AttnError
 from attncli.readers.arrays import matrix_from_array
-from attncli.readers.base import Bundle, Input, Request
+from attncli.readers.base import Bundle, Input, Request, check_distinct
 
 EXTRA_HINT = "pip install 'attncli[tensors]'"
 
@@ -43,12 +43,12 @@ def read_safetensors(source: Input, request: Request) -> Bundle:
             names = ", ".join(tensors)
             raise AttnError(f"holds several tensors ({names}), expected one", source=source.name,
                             hint="pass it as the only file to read it as a bundle")
-        bundle = Bundle({name: matrix_from_array(array, source.name, name, name == "mask", tensors=request.tensors)
+        check_distinct(tensors, source.name)
+        bundle = Bundle({name: matrix_from_array(array, source.name, name, request.entry(name))
                          for name, array in tensors.items()}, metadata(data))
         return bundle
     ((name, array),) = tensors.items()
-    return Bundle.of(matrix_from_array(array, source.name, name, request.mask, tensors=request.tensors,
-                                       finite=request.finite))
+    return Bundle.of(matrix_from_array(array, source.name, name, request))
 
 
 def load(data: bytes, source: str) -> dict[str, Any]:
@@ -82,7 +82,21 @@ def metadata(data: bytes) -> dict[str, Any]:
     (length,) = struct.unpack("<Q", data[:8])
     header = json.loads(data[8 : 8 + length])
     meta = header.get("__metadata__") or {}
-    return dict(meta) if isinstance(meta, dict) else {}
+    return {name: _scalar(value) for name, value in meta.items()} if isinstance(meta, dict) else {}
+
+
+def _scalar(text: Any) -> Any:
+    """A metadata string as YAML would read the scalar: true/false, a whole number, a number, else the text."""
+    if not isinstance(text, str):
+        return text
+    if text.strip().lower() in ("true", "false"):
+        return text.strip().lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
 
 
 def _require(module: str, source: str) -> Any:

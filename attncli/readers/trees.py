@@ -10,10 +10,12 @@ from typing import Any
 
 from attncli.errors import AttnError
 from attncli.readers.base import (
+    NUMBERS,
     Bundle,
     Input,
     Matrix,
     Request,
+    check_distinct,
     checked_labels,
     decode_text,
     first_bad,
@@ -35,12 +37,27 @@ def read_json(source: Input, request: Request) -> Bundle:
     return read_tree(source, request, "json")
 
 
+def read_json_lines(source: Input, request: Request) -> Bundle:
+    """JSON Lines: one row per line (a list of numbers, a mapping of column
+    name: number, or one number), as ``jq -c '.[]'`` or pandas'
+    ``to_json(orient="records", lines=True)`` write them."""
+    data = source.data()
+    check_text(data, source.name, b",", tree=True)
+    try:
+        rows = _load_json_lines(decode_text(data, source.name))
+    except AttnError as e:
+        raise e.located(source.name) from None
+    return Bundle.of(matrix_from_tree(rows, source.name, "", request))
+
+
 def read_tree(source: Input, request: Request, fmt: str) -> Bundle:
     """YAML or JSON: one matrix (see ``matrix_from_tree``) or, when the request
     asks for named matrices, a mapping of them.
 
     Each top-level entry holding a list or mapping is a matrix (the entry
-    ``mask`` a mask); scalar entries (``description: ...``) are kept as meta.
+    ``mask`` a mask, ``bias`` a bias); scalar entries (``description: ...``,
+    ``causal: true``) are kept as meta, for the caller to use or refuse.
+    Entry names that differ only in case (q and Q) are refused.
     """
     data = source.data()
     check_text(data, source.name, b",", tree=True)
@@ -48,15 +65,19 @@ def read_tree(source: Input, request: Request, fmt: str) -> Bundle:
     if isinstance(tree, dict) and request.is_bundle(tree):
         bundle = Bundle({})
         for name, entry in tree.items():
+            line = line_of(entry)
+            if line is not None:
+                bundle.lines[name] = line
             if isinstance(entry, (list, dict)):
-                bundle.matrices[name] = matrix_from_tree(entry, source.name, name, mask=name == "mask")
+                bundle.matrices[name] = matrix_from_tree(entry, source.name, name, request.entry(name))
             else:
                 bundle.meta[name] = entry.value() if isinstance(entry, Scalar) else entry
+        check_distinct(tree, source.name, bundle.lines)
         return bundle
     if request.bundle:
         raise AttnError("a bundle must be a mapping of names to matrices (q:, k:, v:)",
                         source=source.name, line=line_of(tree))
-    return Bundle.of(matrix_from_tree(tree, source.name, "", request.mask))
+    return Bundle.of(matrix_from_tree(tree, source.name, "", request))
 
 
 class _Seq(list):
@@ -109,7 +130,34 @@ def _load_json(text: str) -> Any:
         return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant,
                           parse_int=_json_int, parse_float=floats)
     except json.JSONDecodeError as e:
+        if e.msg == "Extra data" and "\n" in text[len(text[: e.pos].rstrip()) : e.pos]:
+            return _load_json_lines(text)  # another value on the next line: JSON Lines, one row per line
         raise AttnError(f"invalid JSON: {e.msg} (column {e.colno})", line=e.lineno) from None
+
+
+def _load_json_lines(text: str) -> _Seq:
+    """One row per non-blank line; each line is a whole JSON value."""
+    rows = _Seq()
+    rows.line = 1
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line, object_pairs_hook=_json_object, parse_constant=_json_constant)
+        except json.JSONDecodeError as e:
+            raise AttnError(f"invalid JSON Lines: {e.msg} (column {e.colno})", line=n,
+                            hint="JSON Lines holds one whole JSON value per line") from None
+        except AttnError as e:
+            raise e.located(line=n) from None
+        if isinstance(row, list):
+            row = _Seq(row)
+        elif not isinstance(row, dict):
+            row = _Seq([row])  # one number: a row of one value
+        row.line = n
+        rows.append(row)
+    if not rows:
+        raise AttnError("the file is empty", hint="expected rows of numbers")
+    return rows
 
 
 def _load_yaml(text: str) -> Any:
@@ -153,6 +201,8 @@ def _json_float(text: str) -> float:
 
 
 def _json_constant(name: str) -> float:
+    if name == "-Infinity":  # as Python's json writes -inf: a mask or bias may hold it, checked later
+        return float("-inf")
     raise AttnError(f"{name} is not a finite number")
 
 
@@ -279,13 +329,15 @@ class _Open:
         self.wants_key = isinstance(self.value, _Map)
 
 
-def matrix_from_tree(tree: Any, source: str, where: str, mask: bool) -> Matrix:
+def matrix_from_tree(tree: Any, source: str, where: str, request: Request = NUMBERS) -> Matrix:
     """A matrix from a parsed YAML/JSON value.
 
-    Accepted shapes: a list of rows; one flat list (one row); a mapping of
-    label -> row (a row may be one number); or an explicit mapping with
-    ``rows`` (either of those) and optional ``labels``, ``columns`` (names)
-    and ``divide`` (every value is divided by it, e.g. 255 for RGB).
+    Accepted shapes: a list of rows; one flat list (one row, marked a
+    ``vector``); a list of records (mappings of column name: number, as
+    pandas' ``to_json(orient="records")`` writes); a mapping of label -> row
+    (a row may be one number); or an explicit mapping with ``rows`` (any of
+    those) and optional ``labels``, ``columns`` (names) and ``divide`` (every
+    value is divided by it, e.g. 255 for RGB).
     """
     import numpy as np
 
@@ -301,10 +353,15 @@ def matrix_from_tree(tree: Any, source: str, where: str, mask: bool) -> Matrix:
     if isinstance(tree, dict) and "rows" in tree and set(tree) <= SPEC_KEYS:
         spec, tree = tree, tree["rows"]
     row_labels = None
+    columns = None
+    vector = False
     if isinstance(tree, dict):
         row_labels, rows = list(tree.keys()), list(tree.values())
+    elif isinstance(tree, list) and tree and all(isinstance(r, dict) for r in tree):
+        columns, rows = _records(tree, fail)
     elif isinstance(tree, list):
-        rows = tree if tree and all(isinstance(r, list) for r in tree) else [tree]
+        vector = not all(isinstance(r, list) for r in tree)
+        rows = [tree] if vector else tree
     else:
         raise fail("expected a list of rows or a mapping of label: row", tree)
     if not rows or rows == [[]]:
@@ -316,7 +373,8 @@ def matrix_from_tree(tree: Any, source: str, where: str, mask: bool) -> Matrix:
         cells = row if isinstance(row, list) else [row]
         if not cells:
             raise fail(f"{name} is empty", row)
-        numbers.append([_cell(c, mask, cell_fail(f"{name}, column {j + 1}", c)) for j, c in enumerate(cells)])
+        numbers.append([_cell(c, request.mask, cell_fail(f"{name}, column {j + 1}", c))
+                        for j, c in enumerate(cells)])
         if len(cells) != len(numbers[0]):
             raise fail(f"{name} has {plural(len(cells), 'value')}, expected {len(numbers[0])} like the first row",
                        row, hint="every row needs the same number of columns")
@@ -327,16 +385,32 @@ def matrix_from_tree(tree: Any, source: str, where: str, mask: bool) -> Matrix:
         if divisor == 0:
             raise fail("divide must not be 0", spec["divide"])
         values = values / divisor
-    bad = first_bad(values, mask)
+    bad = first_bad(values, request.special)
     if bad:
         i, j = bad
-        raise fail(f"row {i + 1}, column {j + 1}: {not_finite(values[i, j], mask)}", rows[i])
+        raise fail(f"row {i + 1}, column {j + 1}: {not_finite(values[i, j], request.special)}", rows[i])
     labels = spec.get("labels")
     return Matrix(
         values,
         checked_labels(_names(labels, fail), len(rows), source, f"{prefix}labels") if labels else row_labels,
-        checked_labels(_names(spec.get("columns"), fail), values.shape[1], source, f"{prefix}columns"),
+        checked_labels(_names(spec.get("columns"), fail) or columns, values.shape[1], source, f"{prefix}columns"),
+        vector=vector,
     )
+
+
+def _records(tree: list, fail: Callable[..., AttnError]) -> tuple[list[str], list[Any]]:
+    """Column names and rows of a list of records, each a mapping of the same column names to numbers."""
+    columns = [str(name) for name in tree[0]]
+    rows = []
+    for i, record in enumerate(tree):
+        names = [str(name) for name in record]
+        if names != columns:
+            raise fail(f"row {i + 1} has the columns {', '.join(names)}, expected {', '.join(columns)} "
+                       "like the first row", record, hint="every record needs the same names, in the same order")
+        row = _Seq(record.values())
+        row.line = line_of(record)
+        rows.append(row)
+    return columns, rows
 
 
 def _cell(node: Any, mask: bool, fail: Callable[[str], AttnError]) -> float:

@@ -18,6 +18,7 @@ import functools
 import io
 import string
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from attncli.errors import AttnError
@@ -34,10 +35,28 @@ SUPPORTED = "GloVe text, word2vec/fastText text or binary, .npy with a words fil
 # and apostrophes stay ("x-ray", "o'clock").
 _PUNCT = string.punctuation + "“”‘’«»…–—¿¡"
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
+UNKNOWN_POLICIES = ("error", "skip", "zero")  # what to do with a word the table does not have
+NAMED = 10  # unknown words named (and given a suggestion) in one error; the rest are counted
+SCAN_WORDS = 32  # up to this many words are found by scanning the joined words; more build the index
 
 
 def _quote_list(words: Iterable[str]) -> str:
     return ", ".join(repr(w) for w in words)
+
+
+def named_words(words: list[str]) -> str:
+    """'a', 'b' or, past NAMED words, the first ones and how many in all."""
+    more = f", … ({len(words):,} in all)" if len(words) > NAMED else ""
+    return _quote_list(words[:NAMED]) + more
+
+
+@dataclass
+class Embedded:
+    """Vectors of texts, and what the table did not know."""
+
+    vectors: np.ndarray  # [len(kept), dim] float32
+    kept: list[int]  # the texts that have a row, in order (all but those left out for unknown words)
+    unknown: list[str]  # the words not in the table, once each, in order
 
 
 class WordVectors:
@@ -123,11 +142,17 @@ class WordVectors:
         Every unknown word is named in one AttnError, with suggestions:
         ``unknown words 'banan', 'chiar' (did you mean 'banana', 'chair'?)``.
         """
-        rows = [self.find(w) for w in words]
+        rows = self._rows(words)
         missing = [w for w, i in zip(words, rows, strict=True) if i is None]
         if missing:
             raise self.unknown(missing)
         return self.vectors[[i for i in rows if i is not None]]
+
+    def _rows(self, words: list[str]) -> list[int | None]:
+        """The row of each word (None: unknown); for many words, through the index."""
+        if len(words) > SCAN_WORDS:
+            self._index  # noqa: B018 - one dict beats a scan of the joined words for each
+        return [self.find(w) for w in words]
 
     def phrases(self, texts: list[str]) -> np.ndarray:  # [n] texts -> [n, dim] float32
         """Vectors of words or phrases: a phrase is the mean of its words' vectors.
@@ -137,23 +162,38 @@ class WordVectors:
         and apostrophes stay). A single word gives its own vector. Unknown
         words from all the texts are reported together in one AttnError.
         """
+        return self.embed(texts).vectors
+
+    def embed(self, texts: list[str], unknown: str = "error") -> Embedded:
+        """Vectors of words or phrases (see ``phrases``), with a word the table
+        does not have: an error naming every such word (``"error"``), left out
+        (``"skip"``: a phrase is the mean of its known words, and a text with
+        none is left out), or a vector of zeros (``"zero"``)."""
         import numpy as np
 
+        if unknown not in UNKNOWN_POLICIES:
+            raise ValueError(f"unknown must be one of {UNKNOWN_POLICIES}, not {unknown!r}")
         tokens = [phrase_words(t) for t in texts]
         for text, toks in zip(texts, tokens, strict=True):
             if not toks:
                 raise AttnError(f"no words in {text!r}")
         flat = [w for toks in tokens for w in toks]
-        rows = [self.find(w) for w in flat]
-        missing = [w for w, i in zip(flat, rows, strict=True) if i is None]
-        if missing:
+        rows = self._rows(flat)
+        missing = list(dict.fromkeys(w for w, i in zip(flat, rows, strict=True) if i is None))
+        if missing and unknown == "error":
             raise self.unknown(missing)
-        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        kept = []
         start = 0
         for j, toks in enumerate(tokens):
-            out[j] = self.vectors[[i for i in rows[start:start + len(toks)] if i is not None]].mean(axis=0)
+            found = [i for i in rows[start : start + len(toks)] if i is not None]
             start += len(toks)
-        return out
+            if unknown == "skip" and not found:
+                continue
+            if found:  # zero: the unknown words' zero vectors count in the mean
+                out[j] = self.vectors[found].sum(axis=0) / (len(found) if unknown == "skip" else len(toks))
+            kept.append(j)
+        return Embedded(out[kept], kept, missing)
 
     def phrase_vector(self, text: str) -> np.ndarray:  # text -> [dim] float32
         """Vector of a word or phrase: the mean of its words' vectors (see ``phrases``)."""
@@ -170,55 +210,69 @@ class WordVectors:
         if self.partial or not len(self):
             return None
         w = word.lower()
+        if len(w) > self._longest + 2:  # no word of the table is within 2 edits: build no candidates
+            return None
         best = _most_frequent(_edits1(w), self._index)
         if best is None:
             best = self._within2(w)
         return best if best != w else None
 
     @functools.cached_property
-    def _chars(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # -> chars, word of each char, lengths
+    def _letter_counts(self) -> np.ndarray:  # -> [29, n_words] uint8
+        """How often each of a-z, the hyphen, the apostrophe and any other
+        character (one bucket) occurs in each word of the table, computed once
+        (bucket by bucket, so that each bucket's counts lie together)."""
         import numpy as np
 
-        joined = self._joined[1:-1] if self._joined is not None else "\n".join(self.words)
-        if joined.isascii():
-            chars = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
-        else:
-            chars = np.frombuffer(joined.encode("utf-32-le"), dtype=np.uint32)
+        chars = np.frombuffer(self._joined_text.lower().encode("utf-32-le"), dtype=np.uint32)
         newline = chars == 10
-        word_of = np.cumsum(newline, dtype=np.int32) - newline
-        lengths = np.bincount(word_of, minlength=len(self)) - np.bincount(word_of[newline], minlength=len(self))
-        return chars, word_of, lengths
+        word_of = (np.cumsum(newline, dtype=np.int64) - newline)[~newline]  # [letters] the word each is in
+        lut = np.full(128, len(_BUCKETS) - 1, dtype=np.int64)  # ASCII -> bucket; the rest is "other"
+        for j, c in enumerate(_BUCKETS[:-1]):
+            lut[ord(c)] = j
+        letters = chars[~newline]
+        code = np.where(letters < 128, lut[np.minimum(letters, 127)], len(_BUCKETS) - 1)  # [letters]
+        found = np.bincount(code * len(self) + word_of, minlength=len(_BUCKETS) * len(self))
+        return np.minimum(found, 255).astype(np.uint8).reshape(len(_BUCKETS), len(self))
+
+    @functools.cached_property
+    def _lengths(self) -> np.ndarray:  # -> [n_words] characters in each word
+        import numpy as np
+
+        text = self._joined_text
+        chars = np.frombuffer(text.encode("ascii"), np.uint8) if text.isascii() else \
+            np.frombuffer(text.encode("utf-32-le"), np.uint32)
+        ends = np.flatnonzero(chars == 10)  # [n_words - 1] where each word but the last ends
+        return np.diff(np.concatenate([[-1], ends, [len(text)]])) - 1
+
+    @functools.cached_property
+    def _longest(self) -> int:
+        return int(self._lengths.max()) if len(self) else 0
+
+    @property
+    def _joined_text(self) -> str:
+        """The words joined by newlines."""
+        return self._joined[1:-1] if self._joined is not None else "\n".join(self.words)
 
     def _within2(self, w: str) -> str | None:
         """Most frequent word at edit distance 2 or less (optimal string alignment), or None.
 
-        Filter first, vectorised: each edit adds at most one letter and removes
-        at most one, so a candidate shares all but 2 of its letters with ``w``
-        (counted as multisets).
+        Filter first, vectorised over the table's letter counts: each edit adds
+        at most one letter and removes at most one, so a candidate shares all
+        but 2 of its letters with ``w`` (counted as multisets, every other
+        character in one bucket: a safe superset). Then the exact distance,
+        in frequency order.
         """
         import numpy as np
 
-        chars, word_of, lengths = self._chars
-        letters = sorted(set(w))
-        # At most 8 letter groups: counting a group as one letter keeps the
-        # filter a safe superset, and bounds the work for long words.
-        k = min(len(letters), 8)
-        table = {c: j % k for j, c in enumerate(letters)}
-        if chars.dtype == np.uint8:
-            lut = np.full(256, k, dtype=np.int32)
-            for c, j in table.items():
-                if ord(c) < 256:
-                    lut[ord(c)] = j
-            code = lut[chars]
-        else:
-            code = np.full(len(chars), k, dtype=np.int32)
-            for c, j in table.items():
-                code[chars == ord(c)] = j
-        counts = np.bincount(word_of * (k + 1) + code, minlength=len(self) * (k + 1)).reshape(-1, k + 1)
-        want = np.zeros(k, dtype=np.int64)
+        counts, lengths = self._letter_counts, self._lengths
+        want: dict[int, int] = {}
         for c in w:
-            want[table[c]] += 1
-        common = np.minimum(counts[:, :k], want).sum(axis=1)
+            bucket = _BUCKETS.find(c) if c in _BUCKETS[:-1] else len(_BUCKETS) - 1
+            want[bucket] = want.get(bucket, 0) + 1
+        common = np.zeros(len(lengths), dtype=np.int16)  # [n_words] letters shared with w
+        for bucket, n in want.items():  # only w's letters can be shared: a few rows of the counts
+            common += np.minimum(counts[bucket], min(n, 255))
         ok = (lengths - common <= 2) & (len(w) - common <= 2)
         for i in np.flatnonzero(ok):  # frequency order
             word = self.words[i]
@@ -227,9 +281,11 @@ class WordVectors:
         return None
 
     def unknown(self, words: list[str]) -> AttnError:
-        """The one-line error naming every unknown word, with suggestions where there are some."""
+        """The one-line error naming the unknown words (the first NAMED of
+        them, and how many in all), with suggestions where there are some."""
         words = list(dict.fromkeys(words))  # unique, in order
-        message = f"unknown {noun(len(words), 'word')} {_quote_list(words)}"
+        message = f"unknown {noun(len(words), 'word')} {named_words(words)}"
+        words = words[:NAMED]  # suggestions for the words named: bounded work, however many are unknown
         suggestions = {w: self.suggest(w) for w in words}
         found = [s for s in suggestions.values() if s]
         hint: str | None
@@ -247,6 +303,9 @@ class WordVectors:
 def phrase_words(text: str) -> list[str]:
     """Words of a phrase: split on whitespace, strip punctuation from each word's ends."""
     return [t for t in (tok.strip(_PUNCT) for tok in text.split()) if t]
+
+
+_BUCKETS = _LETTERS + "-'" + "?"  # the letter-count filter's buckets; the last one is every other character
 
 
 def _edits1(w: str) -> set[str]:

@@ -15,14 +15,17 @@ import typer
 from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
+    FROM_READ_OPTIONS,
     AttentionFlags,
     FormatOption,
     HtmlOption,
     Layout,
     LayoutOption,
     PrecisionOption,
+    ReadFlags,
     SvgOption,
     attention_options,
+    read_options,
 )
 from attncli.errors import CheckFailed, ShapeError, UsageError
 
@@ -52,6 +55,7 @@ class CheckEmit(str, Enum):
 
 
 @attention_options()
+@read_options()
 def check(
     files: Annotated[list[str], typer.Argument(
         metavar="OUT [Q K V | BUNDLE]", show_default=False,
@@ -60,6 +64,7 @@ def check(
              "as for 'attn run'.",
     )],
     attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
     layout: LayoutOption = Layout.bhsd,
     factor: Annotated[float, typer.Option(
         "--factor", metavar="F",
@@ -102,8 +107,8 @@ def check(
     check_stdin_once([*files, *attention.files()])
     out_source = open_input(files[0])
     out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
-    problem = load_problem(files[1:], attention, layout)
-    options = problem.options()
+    problem = load_problem(files[1:], attention, reading.settings(), layout)
+    options = problem.options
     out_values = to_layout(out.values, layout)
     check_shape(out_values, problem)
     verdict = compare(out_values, problem.q.values, problem.k.values, problem.v.values, options, factor, atol)

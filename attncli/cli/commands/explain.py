@@ -13,6 +13,7 @@ import typer
 from attncli.cli.emit import Result, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
+    FROM_READ_OPTIONS,
     AttentionFlags,
     Emit,
     EmitOption,
@@ -22,8 +23,10 @@ from attncli.cli.options import (
     Layout,
     LayoutOption,
     PrecisionOption,
+    ReadFlags,
     SvgOption,
     attention_options,
+    read_options,
 )
 from attncli.cli.paths import check_outputs
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
@@ -48,6 +51,7 @@ TERMS = 8  # terms written out in a sum before the rest are summarised
 
 
 @attention_options()
+@read_options()
 @view_options()
 def explain(
     files: FilesArgument,
@@ -57,6 +61,7 @@ def explain(
              "its row number (from 0) or its label. Default: the first.",
     )] = None,
     attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
     layout: LayoutOption = Layout.bhsd,
     batch: Annotated[int | None, typer.Option(
         "--batch", min=0, metavar="B", show_default=False,
@@ -81,8 +86,8 @@ def explain(
     """
     check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
                   [*files, *attention.files()])
-    problem = load_problem(files, attention, layout)
-    options = problem.options()
+    problem = load_problem(files, attention, reading.settings(), layout)
+    options = problem.options
     steps = compute(problem, options)
     if problem.tensors or steps.rotated is not None:
         problem, steps = one_head(problem, steps, batch, head)
@@ -135,6 +140,7 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
 
     from rich.text import Text
 
+    from attncli.cli.guards import rows_sum
     from attncli.output.render import heatmap, number_table, stack
 
     q, k, v = problem.q.values, problem.k.values, problem.v.values
@@ -176,8 +182,7 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
         *mask_section(problem, steps, scaled, rows, key_cols, precision, heading, options),
         heading("Weights: softmax of each row", *softmax_sentences(options)),
         heatmap(steps.weights, rows, key_cols, precision=precision, allowed=steps.allowed,
-                title="weights, each row sums to " + ("less than 1" if options.sinks is not None else "1"),
-                style=style),
+                title=f"weights, {rows_sum(options, n_q, n_k)}", style=style),
         heading("Output: weights · V",
                 "Each query's output is the values added up, each times the query's weight for its key:"),
         Text(weighted_sum(label, steps.weights[i], v, steps.output[i], precision,
@@ -244,40 +249,43 @@ def scale_sentences(steps, d_k: int, options: AttentionOptions, precision: int) 
 
 def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int, heading,
                  options: AttentionOptions | None = None) -> list:
-    """Step 4 when there is a mask, a window, ALiBi or a bias: which pairs are
-    forbidden, and the scores they change."""
+    """Step 4 when there is a mask, causal, a window, ALiBi or a bias: which pairs
+    are forbidden, and the scores they change."""
     import numpy as np
 
     from attncli.output.render import number_table
 
-    if options is not None and options.softcap is not None:
+    options = options or problem.options
+    if options.softcap is not None:
         scaled = options.softcap * np.tanh(scaled / options.softcap)
-    if steps.allowed is None and np.array_equal(steps.logits, scaled):
+    biased = options.bias is not None
+    if steps.allowed is None and not biased and np.array_equal(steps.logits, scaled):
         return []
     parts = []
     alibi = options is not None and options.uses_alibi
     if steps.allowed is not None:
         forbidden = int((~steps.allowed).sum())
         why = ""
-        if options is not None and options.window is not None:
+        if options.window is not None:
             left, right = options.window
             n_q, n_k = steps.allowed.shape[-2:]
             span = " to ".join(_side(n_k - n_q, side, sign) for side, sign in ((left, "−"), (right, "+")))
             why += f" The window ({left},{right}) lets query i see keys {span}."
-        if problem.mask is None and (options is None or options.causal is not None):
+        if not problem.masked and options.causal is not None:
             why += " Causal: each query sees only the keys up to its own position."
         parts.append(f"The mask forbids {forbidden} of {steps.allowed.size} query–key pairs (–).{why} "
                      "A forbidden pair's score becomes −∞, so softmax gives it weight 0.")
     if alibi:
         parts.append("ALiBi adds −m·|i + n_k − n_q − j| to each score: the farther the key from the query, "
                      "the lower its score (m is this head's slope).")
-    finite = np.isfinite(steps.logits)
-    if problem.mask is not None and not np.array_equal(np.where(finite, steps.logits, 0), np.where(finite, scaled, 0)) \
-            and not alibi:
-        parts.append(f"{'It also adds' if parts else 'The mask adds'} its numbers to the scaled scores.")
-    title = "scores with " + ("ALiBi and " if alibi else "") + "the mask (−inf = forbidden)"
-    return [heading("Mask" + (" and ALiBi" if alibi else ""), *parts),
-            number_table(steps.logits, rows, key_cols, precision=precision, title=title)]
+    if biased:
+        parts.append("The bias adds its numbers to the scaled scores; −∞ there forbids a pair too.")
+    shown = [name for name, used in (("mask", steps.allowed is not None), ("bias", biased), ("ALiBi", alibi)) if used]
+    title = " and ".join(shown) or "mask"
+    title = title[0].upper() + title[1:]
+    return [heading(title, *parts),
+            number_table(steps.logits, rows, key_cols, precision=precision,
+                         title=f"scaled scores with the {' and '.join(shown) or 'mask'} (−inf = forbidden)")]
 
 
 def _side(shift: int, side: int, sign: str) -> str:
@@ -405,7 +413,7 @@ def one_head(problem: Problem, steps, batch: int | None, head: int | None):
                 None if steps.allowed is None else slice_of(steps.allowed, b, h), slice_of(steps.weights, b, h),
                 slice_of(steps.output, b, h), rotated)
     meta = {**problem.meta, **({"slice": (b, h)} if problem.tensors else {})}
-    return Problem(q, k, v, problem.mask, problem.mask_source, meta, flags=problem.flags, arrays=problem.arrays,
+    return Problem(q, k, v, problem.options, meta, problem.masked, flags=problem.flags, arrays=problem.arrays,
                    layout=problem.layout), one
 
 

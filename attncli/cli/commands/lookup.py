@@ -4,35 +4,48 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from attncli.cli.emit import Emitted, Result, emit
-from attncli.cli.io import open_input, source_name
+from attncli.cli.guards import check_attention
+from attncli.cli.io import source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
+    FROM_READ_OPTIONS,
+    UNKNOWN_IS_AN_ERROR,
     AttentionFlags,
     Emit,
     FormatOption,
     HtmlOption,
     PrecisionOption,
+    ReadFlags,
     SvgOption,
+    UnknownOption,
     VectorsOption,
     WordsOption,
     attention_options,
+    read_options,
 )
 from attncli.cli.paths import check_outputs, model_files
 from attncli.cli.qkv import describe
+from attncli.cli.reading import read_matrix_named
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
-from attncli.cli.words import word_vectors
+from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
+
+if TYPE_CHECKING:
+    from attncli.readers import TextSettings
+    from attncli.vectors.table import Embedded
 
 EXAMPLES = """\b
 Examples:
   attn lookup fruit --keys apple,banana,chair
   attn lookup fruit --keys apple,banana,chair --values 10,5,2
+  attn lookup fruit -k apple -k banana -k chair      # repeated, keys add up
+  attn lookup fruit --keys apple,zuko --unknown skip  # zuko: not in GloVe
   attn lookup fruit --dict samples/fruit.yaml
   attn lookup "tropical fruit" --keys apple,banana,chair
   attn lookup king --keys queen,man,chair --vectors glove.6B.300d.txt
@@ -42,19 +55,21 @@ Examples:
 
 
 @attention_options("scale", "temperature", "similarity")
+@read_options()
 @view_options("png", "pdf")
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
         help="Words or phrases to look up. A phrase (\"tropical fruit\") is the mean of its words' vectors.",
     )],
-    keys: Annotated[str | None, typer.Option(
+    keys: Annotated[list[str] | None, typer.Option(
         "--keys", "-k", metavar="A,B,C", show_default=False,
-        help="The keys, comma-separated words or phrases.",
+        help="The keys, comma-separated words or phrases; repeat it to add more (-k apple -k banana).",
     )] = None,
-    values: Annotated[str | None, typer.Option(
+    values: Annotated[list[str] | None, typer.Option(
         "--values", "-v", metavar="X,Y,Z", show_default=False,
-        help="One number per key; the output is their weighted sum. Without values: the weights alone.",
+        help="One number per key, comma-separated (repeat it to add more); the output is their weighted "
+             "sum. Without values: the weights alone.",
     )] = None,
     dict_file: Annotated[str | None, typer.Option(
         "--dict", "-d", metavar="FILE", show_default=False,
@@ -63,6 +78,7 @@ def lookup(
     )] = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
+    unknown: UnknownOption = UNKNOWN_IS_AN_ERROR,
     model: Annotated[str | None, typer.Option(
         "--model", "-m", metavar="DIR", show_default=False,
         help="Embed each query and key as a whole sentence with a BERT-family sentence model "
@@ -71,6 +87,7 @@ def lookup(
              "scaled by 1 (as with --similarity cosine) unless --scale says otherwise.",
     )] = None,
     attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
     fmt: FormatOption = None,
     emit_which: Annotated[Emit | None, typer.Option(
         "--emit", metavar="weights|output", show_default=False,
@@ -90,20 +107,31 @@ def lookup(
     """
     check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
                   [dict_file, vectors, words_file, *model_files(model)])
-    key_names, value_matrix = _keys_and_values(keys, values, dict_file)
-    space = embedding(model, vectors, words_file, [*queries, *key_names])
-    q = space.embed(queries)  # [n_q, d]
-    k = space.embed(key_names)  # [n_k, d]
-    options = attention.build()
-    if model is not None:  # unit-length embeddings: the dot is a cosine, scored as one (scale 1)
-        options = options.but(similarity="cosine")
-
     import numpy as np
 
     from attncli.core.reference import reference
+    from attncli.readers import Matrix
 
+    key_names, value_matrix = _keys_and_values(keys, values, dict_file, reading.settings())
+    if model is not None and unknown.value != "error":
+        raise UsageError("--unknown is for word vectors; --model embeds any text")
+    space = embedding(model, vectors, words_file, [*queries, *key_names])
+    found_q = space.embed(queries, unknown.value)
+    found_k = space.embed(key_names, unknown.value)
+    queries, q = [queries[i] for i in found_q.kept], found_q.vectors  # [n_q, d]
+    key_names, k = [key_names[i] for i in found_k.kept], found_k.vectors  # [n_k, d]
+    for what, left in (("query", queries), ("key", key_names)):
+        if not left:
+            raise AttnError(f"no {what} has a word in {space.name}", hint="--unknown skip left them all out")
+    note_unknown(list(dict.fromkeys(found_q.unknown + found_k.unknown)), unknown.value, space.name)
+    if value_matrix is not None and len(found_k.kept) < value_matrix.shape[0]:
+        value_matrix = Matrix(value_matrix.values[found_k.kept], key_names, value_matrix.col_labels)
+    options = attention.build()
+    if model is not None:  # unit-length embeddings: the dot is a cosine, scored as one (scale 1)
+        options = options.but(similarity="cosine")
     v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
     steps = reference(q, k, v, options)
+    check_attention(options, queries, len(key_names), steps)
     which = (emit_which or (Emit.output if value_matrix is not None else Emit.weights)).value
     if which == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
@@ -111,9 +139,10 @@ def lookup(
          svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn lookup")
 
 
-def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None):
+def _keys_and_values(keys: list[str] | None, values: list[str] | None, dict_file: str | None,
+                     settings: TextSettings):
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
-    from attncli.readers import Matrix, read_matrix
+    from attncli.readers import Matrix
 
     if (keys is None) == (dict_file is None):
         raise UsageError("give the keys with --keys a,b,c or --dict FILE" if keys is None
@@ -121,7 +150,7 @@ def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None
     if dict_file is not None:
         if values is not None:
             raise UsageError("--values goes with --keys; a --dict file holds its own values")
-        matrix = read_matrix(open_input(dict_file))
+        matrix = read_matrix_named(dict_file, settings)
         if matrix.row_labels is None:
             raise AttnError("has no keys", source=source_name(dict_file),
                             hint="write a mapping key: value, or put the keys in the first column")
@@ -150,12 +179,16 @@ def _keys_and_values(keys: str | None, values: str | None, dict_file: str | None
     return names, Matrix(array, names, ["value"])
 
 
-def _split(option: str, text: str) -> list[str]:
-    """'a, b,c' -> ['a', 'b', 'c']; an empty item is a mistake worth naming."""
-    items = [item.strip() for item in text.split(",")]
-    if not all(items):
-        raise UsageError(f"{option} has an empty item in {text!r}", hint="separate items with single commas")
-    return items
+def _split(option: str, texts: list[str]) -> list[str]:
+    """['a, b,c', 'd'] -> ['a', 'b', 'c', 'd']: every time the option is given
+    adds its items; an empty item is a mistake worth naming."""
+    result = []
+    for text in texts:
+        items = [item.strip() for item in text.split(",")]
+        if not all(items):
+            raise UsageError(f"{option} has an empty item in {text!r}", hint="separate items with single commas")
+        result += items
+    return result
 
 
 @dataclass
@@ -165,21 +198,22 @@ class Embedding:
     name: str
     dim: int
     words: int | None  # the table's size; None for a model
-    embed: Callable[[list[str]], Any]  # texts -> [n, dim]
+    embed: Callable[[list[str], str], Embedded]  # (texts, what to do with unknown words) -> their vectors
 
 
 def embedding(model: str | None, vectors: str | None, words_file: str | None, texts: list[str]) -> Embedding:
     """A sentence model given with --model, else word vectors (see ``word_vectors``)."""
     if model is None:
         table = word_vectors(vectors, words_file, texts)
-        return Embedding(table.name, table.dim, len(table), table.phrases)
+        return Embedding(table.name, table.dim, len(table), table.embed)
     if vectors is not None or words_file is not None:
         raise UsageError("give --model or --vectors, not both")
     from attncli.models import load_model, sentence_embeddings
+    from attncli.vectors.table import Embedded
 
     loaded = load_model(model)
     return Embedding(f"{loaded.name} (sentence embeddings)", loaded.config.d_model, None,
-                     lambda texts: sentence_embeddings(loaded, texts))
+                     lambda texts, _: Embedded(sentence_embeddings(loaded, texts), list(range(len(texts))), []))
 
 
 def _result(queries, keys, value_matrix, space: Embedding, steps, options, precision) -> Result:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from attncli.cli.emit import MATRIX_FORMATS, Result, choose_format, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
+    FROM_READ_OPTIONS,
     AttentionFlags,
     BatchOption,
     Emit,
@@ -16,8 +17,10 @@ from attncli.cli.options import (
     Layout,
     LayoutOption,
     PrecisionOption,
+    ReadFlags,
     SvgOption,
     attention_options,
+    read_options,
 )
 from attncli.cli.paths import check_outputs
 from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
@@ -30,6 +33,8 @@ Examples:
   cat q.csv | attn run - k.csv v.csv | jq .output
   attn run q.npy k.npy v.npy -f npy --emit weights > w.npy
   attn run q.csv k.csv v.csv --causal --scale 0.5 --mask mask.csv
+  attn run q.npy k.npy v.npy --bias attn_mask.npy  # PyTorch's float attn_mask is added
+  attn run q.csv k.csv v.csv --no-header           # a first row 0,1,… is data, not pandas' names
   attn run samples/colors.yaml --svg colors.svg --html colors.html
   attn run q.npy k.npy v.npy -f npy > out.npy      # (batch, heads, seq, dim), any rank
   attn run case.safetensors --rope neox --window 127,0 --softcap 50 -f safetensors > out.safetensors
@@ -37,10 +42,12 @@ Examples:
 """
 
 @attention_options()
+@read_options()
 @view_options()
 def run(
     files: FilesArgument,
     attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
     layout: LayoutOption = Layout.bhsd,
     batch: BatchOption = None,
     head: HeadOption = None,
@@ -60,8 +67,8 @@ def run(
     """
     check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
                   [*files, *attention.files()])
-    problem = load_problem(files, attention, layout)
-    options = problem.options()
+    problem = load_problem(files, attention, reading.settings(), layout)
+    options = problem.options
     style = look.style()
     pictures = (svg, html, look.png, look.pdf)
     if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and pictures == (None,) * 4:

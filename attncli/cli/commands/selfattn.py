@@ -18,31 +18,37 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attncli.cli.emit import Emitted, Result, emit
-from attncli.cli.io import check_stdin_once, open_input
+from attncli.cli.guards import check_attention
+from attncli.cli.io import check_stdin_once, source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
+    FROM_READ_OPTIONS,
+    UNKNOWN_IS_AN_ERROR,
     AttentionFlags,
     Emit,
     FormatOption,
     HtmlOption,
     PrecisionOption,
+    ReadFlags,
     SvgOption,
+    UnknownOption,
     VectorsOption,
     WordsOption,
     attention_options,
+    read_options,
 )
 from attncli.cli.paths import check_outputs
 from attncli.cli.qkv import describe
+from attncli.cli.reading import read_matrix_named, read_named
+from attncli.cli.settings import BundleSettings, given_on_command_line
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
-from attncli.cli.words import word_vectors
+from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import plural
 
 if TYPE_CHECKING:
-    from attncli.readers import Input
-
-if TYPE_CHECKING:
     from attncli.core.options import AttentionOptions
+    from attncli.readers import Bundle, TextSettings
 
 EXAMPLES = """\b
 Examples:
@@ -53,11 +59,12 @@ Examples:
   attn self samples/three_spaces.yaml        # one bundle: x, and any of context, wq ... bo
   attn self x.csv --columns --wq wq.csv --wk wk.csv --wv wv.csv  # seed 004: vectors as columns
   attn self "she made her uncle tea" --heads 2 -f npy --emit weights > w.npy
+  attn self "Zuko made his uncle tea" --unknown zero     # seed 001: Zuko is not in GloVe
 """
 
 # Bundle entries, and the names the maths and messages use for them.
 WEIGHTS = {"wq": "W_Q", "wk": "W_K", "wv": "W_V", "wo": "W_O", "bq": "b_q", "bk": "b_k", "bv": "b_v", "bo": "b_o"}
-BUNDLE_ENTRIES = ("x", "context", *WEIGHTS, "mask")
+BUNDLE_ENTRIES = ("x", "context", *WEIGHTS, "mask", "bias")
 RANDOM = ("wq", "wk", "wv")  # drawn from --seed when not given; W_O and biases never are
 MAX_TABLE_COLUMNS = 12  # output columns shown on a terminal; data formats have them all
 
@@ -79,16 +86,58 @@ BvOption = Annotated[str | None, typer.Option(
     "--bv", metavar="FILE", show_default=False, help="b_v, d_v numbers. Zero when not given.")]
 BoOption = Annotated[str | None, typer.Option(
     "--bo", metavar="FILE", show_default=False, help="b_o, d_out numbers; needs W_O.")]
+HeadsOption = Annotated[int, typer.Option(
+    "--heads", "-H", metavar="H", min=1,
+    help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
+)]
+SeedOption = Annotated[int, typer.Option(
+    "--seed", metavar="S", min=0,
+    help="Seed of the random W_Q, W_K, W_V: each d×d' matrix is drawn from N(0, 1/d) (LeCun normal), "
+         "so projected features stay as large as the inputs and the scores near 1.",
+)]
+DAttnOption = Annotated[int | None, typer.Option(
+    "--d-attn", metavar="N", min=1, show_default=False,
+    help="Width of random W_Q and W_K (the attention space). Default: the width of a given W_Q or W_K, else d_in.",
+)]
+DOutOption = Annotated[int | None, typer.Option(
+    "--d-out", metavar="N", min=1, show_default=False,
+    help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
+)]
+ColumnsOption = Annotated[bool, typer.Option(
+    "--columns/--rows",
+    help="The files hold column vectors, as seed 004: X and Z are d×n (one column per token) and each W "
+         "is d_out×d_in. They are transposed on reading; results are still one row per token.",
+)]
+
+
+@dataclass
+class SelfSettings:
+    """The options of ``attn self`` that a bundle may set too (heads: 2, seed: 3, ...)."""
+
+    heads: int = 1
+    seed: int = 0
+    d_attn: int | None = None
+    d_out: int | None = None
+    columns: bool = False
+
+
+# Each of them once: the alias its option and bundle setting are read by.
+SELF_SETTINGS: dict[str, Any] = {"heads": HeadsOption, "seed": SeedOption, "d_attn": DAttnOption,
+                                 "d_out": DOutOption, "columns": ColumnsOption}
+BUNDLE_META: dict[str, Any] = {"description": str}  # a bundle's plain settings that are not options
 
 
 @attention_options()
+@read_options()
 @view_options()
 def self_attention(
+    ctx: typer.Context,
     source: Annotated[str, typer.Argument(
         metavar="X", show_default=False,
         help="The rows that attend: a matrix file (CSV, TSV, NPY, YAML, JSON; '-' is stdin), a bundle "
-             "(YAML, JSON or NPZ with x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask), or a "
-             "sentence: anything that is not a file and has no / or file extension. A sentence's words "
+             "(YAML, JSON or NPZ with x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias, and "
+             "settings such as heads: 2 or seed: 3, which options given here override), or a sentence: "
+             "anything that is not a file and has no / or file extension. A sentence's words "
              "become rows through the word vectors, labelled by the words.",
     )],
     context: Annotated[str | None, typer.Option(
@@ -103,36 +152,21 @@ def self_attention(
     bk: BkOption = None,
     bv: BvOption = None,
     bo: BoOption = None,
-    heads: Annotated[int, typer.Option(
-        "--heads", "-H", metavar="H", min=1,
-        help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
-    )] = 1,
+    heads: HeadsOption = 1,
     head: Annotated[int | None, typer.Option(
         "--head", metavar="N", min=0, show_default=False,
         help="Show only head N (numbered from 0) on the terminal, and write only its n_q×n_k weights "
              "with --emit weights in csv/tsv/npy. JSON always holds every head.",
     )] = None,
-    seed: Annotated[int, typer.Option(
-        "--seed", metavar="S", min=0,
-        help="Seed of the random W_Q, W_K, W_V: each d×d' matrix is drawn from N(0, 1/d) (LeCun normal), "
-             "so projected features stay as large as the inputs and the scores near 1.",
-    )] = 0,
-    d_attn: Annotated[int | None, typer.Option(
-        "--d-attn", metavar="N", min=1, show_default=False,
-        help="Width of random W_Q and W_K (the attention space). Default: the width of a given W_Q or W_K, else d_in.",
-    )] = None,
-    d_out: Annotated[int | None, typer.Option(
-        "--d-out", metavar="N", min=1, show_default=False,
-        help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
-    )] = None,
+    seed: SeedOption = 0,
+    d_attn: DAttnOption = None,
+    d_out: DOutOption = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
-    columns: Annotated[bool, typer.Option(
-        "--columns",
-        help="The files hold column vectors, as seed 004: X and Z are d×n (one column per token) and each W "
-             "is d_out×d_in. They are transposed on reading; results are still one row per token.",
-    )] = False,
+    unknown: UnknownOption = UNKNOWN_IS_AN_ERROR,
+    columns: ColumnsOption = False,
     attention: AttentionFlags = FROM_OPTIONS,
+    reading: ReadFlags = FROM_READ_OPTIONS,
     fmt: FormatOption = None,
     emit_which: Annotated[Emit, typer.Option(
         "--emit",
@@ -154,19 +188,25 @@ def self_attention(
     one heatmap per head and the output. In a pipe: one JSON object with
     queries, keys, weights (heads × n_q × n_k), output and the projections.
     """
-    if head is not None and head >= heads:
-        raise UsageError(f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
-                         hint=f"heads are numbered from 0 to {heads - 1}")
     weight_files = {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo}
     check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
                   [*(s for s in (source, context) if s is not None and is_file_name(s)), *weight_files.values(),
                    *attention.files(), vectors, words_file])
+    own = SelfSettings(heads, seed, d_attn, d_out, columns)
     problem = load_self_problem(
-        source, context, weight_files, attention.mask, (vectors, words_file), columns,
+        source, context, weight_files,
+        attention, own, given_on_command_line(ctx, SELF_SETTINGS), reading.settings(), (vectors, words_file),
+        unknown.value,
     )
-    options = attention.build(problem.mask)
-    steps, random = compute_self(problem, options, heads=heads, seed=seed, d_attn=d_attn, d_out=d_out)
-    settings = {"seed": seed, "random": random, "options": options, "head": head, "style": look.style()}
+    heads, options = problem.settings.heads, problem.options
+    if head is not None and head >= heads:
+        raise UsageError(f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
+                         hint=f"heads are numbered from 0 to {heads - 1}")
+    steps, random = compute_self(problem, options, heads=heads, seed=problem.settings.seed,
+                                 d_attn=problem.settings.d_attn, d_out=problem.settings.d_out)
+    check_attention(options, problem.queries, len(problem.keys), steps.heads, heads)
+    settings = {"seed": problem.settings.seed, "random": random, "options": options, "head": head,
+                "style": look.style()}
     result = self_result(problem, steps, settings, precision)
     emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn self")
 
@@ -178,7 +218,9 @@ class SelfProblem:
     x: Any  # Matrix [n_q, d_in]
     z: Any = None  # Matrix [n_k, d_z], or None: Z = X
     weights: dict = field(default_factory=dict)  # "wq" ... "bo" -> Matrix
-    mask: Any = None  # Matrix [n_q, n_k]
+    options: Any = None  # AttentionOptions, with the mask and bias
+    settings: SelfSettings = field(default_factory=SelfSettings)  # the command line's, else the bundle's
+    meta: dict = field(default_factory=dict)  # a bundle's description
 
     @property
     def queries(self) -> list[str]:
@@ -201,29 +243,51 @@ class SelfProblem:
         return None if m is None else m.values
 
 
-def load_self_problem(source: str, context: str | None, files: dict, mask_file: str | None,
-                      vectors: tuple[str | None, str | None], columns: bool) -> SelfProblem:
-    """Read X (a file, a bundle or a sentence), the context, the weight files and the mask.
+def load_self_problem(source: str, context: str | None, files: dict, attention: AttentionFlags,
+                      own: SelfSettings, given: frozenset[str], text: TextSettings,
+                      vectors: tuple[str | None, str | None], unknown: str = "error") -> SelfProblem:
+    """Read X (a file, a bundle or a sentence), the context, the weight files, the mask and the bias.
 
-    ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table.
-    Files named on the command line take the place of the bundle's entries.
+    ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table;
+    ``unknown`` what to do with a word they do not have (error, skip, zero).
+    Files named on the command line take the place of the bundle's entries, and options typed on
+    the command line the place of its settings (``given``: which of ``own`` were typed).
     With ``columns``, X, Z and every W are transposed (biases are vectors either way).
     """
-    from attncli.readers import read_matrix
+    from attncli.cli.options import allowed_cells, setting_names
 
     x_is_file, z_is_file = is_file_name(source), context is not None and is_file_name(context)
-    check_stdin_once([source if x_is_file else None, context if z_is_file else None, *files.values(), mask_file])
+    check_stdin_once([source if x_is_file else None, context if z_is_file else None, *files.values(),
+                      attention.mask, attention.bias])
     entries: dict = {}
+    meta: dict = {}
     if x_is_file:
-        entries.update(_read_x_or_bundle(open_input(source)))
+        bundle = read_named(source, text, bundle={"x"})
+        if bundle.single:
+            entries["x"] = bundle.matrix()
+        else:
+            entries.update(_bundle_entries(bundle, source_name(source)))
+            settings = BundleSettings.of(bundle.meta, source_name(source), bundle.lines,
+                                         [*BUNDLE_META, *SELF_SETTINGS, *setting_names()])
+            attention = attention.with_settings(settings)
+            own = SelfSettings(**settings.fill(vars(own), SELF_SETTINGS, given))
+            meta = settings.fill({}, BUNDLE_META, frozenset())
     if z_is_file and context is not None:
-        entries["context"] = read_matrix(open_input(context))
+        entries["context"] = read_matrix_named(context, text)
     for name, path in files.items():
         if path is not None:
-            entries[name] = read_matrix(open_input(path))
-    if mask_file is not None:
-        entries["mask"] = read_matrix(open_input(mask_file), mask=True)
-    if columns:
+            entries[name] = read_matrix_named(path, text)
+    mask = bias = None
+    if "mask" in entries:
+        mask = allowed_cells(entries.pop("mask"), source_name(source), "entry")
+    if "bias" in entries:
+        bias = entries.pop("bias").values
+    if attention.mask is not None:
+        mask = allowed_cells(read_matrix_named(attention.mask, text, mask=True), source_name(attention.mask),
+                             "file")
+    if attention.bias is not None:
+        bias = read_matrix_named(attention.bias, text, bias=True).values
+    if own.columns:
         for name in ("x", "context", "wq", "wk", "wv", "wo"):
             if name in entries:
                 entries[name] = _transposed(entries[name])
@@ -231,14 +295,18 @@ def load_self_problem(source: str, context: str | None, files: dict, mask_file: 
     sentences = [s for s, is_file in ((source, x_is_file), (context, z_is_file)) if s is not None and not is_file]
     if sentences:
         table = word_vectors(*vectors, sentences)
+        missing: list[str] = []
         if not x_is_file:
-            entries["x"] = _sentence_matrix(source, table)
+            entries["x"] = _sentence_matrix(source, table, unknown, missing)
         if context is not None and not z_is_file:
-            entries["context"] = _sentence_matrix(context, table)
+            entries["context"] = _sentence_matrix(context, table, unknown, missing)
+        note_unknown(list(dict.fromkeys(missing)), unknown, table.name)
     elif vectors != (None, None):
         raise UsageError("--vectors turns the words of a sentence into rows, but X and Z are files")
+    elif unknown != "error":
+        raise UsageError("--unknown is about the words of a sentence, but X and Z are files")
     weights = {name: entries[name] for name in WEIGHTS if name in entries}
-    return SelfProblem(entries["x"], entries.get("context"), weights, entries.get("mask"))
+    return SelfProblem(entries["x"], entries.get("context"), weights, attention.build(mask, bias), own, meta)
 
 
 def is_file_name(text: str) -> bool:
@@ -254,17 +322,12 @@ def is_file_name(text: str) -> bool:
     return "/" in text or os.sep in text or re.search(r"[^.]\.[A-Za-z0-9]+$", text) is not None
 
 
-def _read_x_or_bundle(source: Input) -> dict:
-    """{"x": X} from a matrix file, or every entry of a bundle that holds x."""
-    from attncli.readers import read_input
-
-    bundle = read_input(source, bundle={"x"})
-    if bundle.single:
-        return {"x": bundle.matrix()}
+def _bundle_entries(bundle: Bundle, source: str) -> dict:
+    """Every entry of a bundle that holds x, by its lowercase name."""
     entries = {name.lower(): m for name, m in bundle.matrices.items()}
     extra = sorted(set(entries) - set(BUNDLE_ENTRIES))
     if extra:
-        raise AttnError(f"the bundle has an unexpected entry {extra[0]!r}", source=source.name,
+        raise AttnError(f"the bundle has an unexpected entry {extra[0]!r}", source=source,
                         hint="a bundle holds x and any of " + ", ".join(BUNDLE_ENTRIES[1:]))
     return entries
 
@@ -276,15 +339,21 @@ def _transposed(m):
     return Matrix(m.values.T, m.col_labels, m.row_labels)
 
 
-def _sentence_matrix(text: str, table):
-    """One row per word of the sentence: its vector, labelled by the word."""
+def _sentence_matrix(text: str, table, unknown: str, missing: list[str]):
+    """One row per word of the sentence: its vector, labelled by the word; a
+    word the table does not have is an error, left out or zeros (``unknown``),
+    and added to ``missing``."""
     from attncli.readers import Matrix
     from attncli.vectors.table import phrase_words
 
     words = phrase_words(text)
     if not words:
         raise AttnError(f"no words in {text!r}", hint="give a sentence or a matrix file")
-    return Matrix(table.lookup(words), words, None)
+    found = table.embed(words, unknown)  # each word its own one-word phrase
+    if not found.kept:
+        raise AttnError(f"no word of {text!r} is in {table.name}", hint="--unknown skip left them all out")
+    missing += found.unknown
+    return Matrix(found.vectors, [words[i] for i in found.kept], None)
 
 
 def compute_self(problem: SelfProblem, options: AttentionOptions, *, heads: int, seed: int, d_attn: int | None,
@@ -413,6 +482,7 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     """Header, one heatmap per head (or the one --head asks for), the output."""
     from rich.text import Text
 
+    from attncli.cli.guards import rows_sum
     from attncli.output.render import heatmap, number_table, stack
     from attncli.output.summary import SHOWN_TABLES, first_lines
 
@@ -426,15 +496,18 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
     details = [sizes, f"{plural(n_head, 'head')} of d_head {dims['d_head']}",
                describe(steps.heads, dims["d_head"], settings["options"]), seed]
     allowed = steps.heads.allowed
+    description = problem.meta.get("description")
     header = Text.assemble((kind + " ", "bold"),
                            f"X {problem.x.shape[0]}×{dims['d_in']}{z_part} → output "
-                           f"{steps.output.shape[0]}×{dims['d_out']}\n", " · ".join(details))
+                           f"{steps.output.shape[0]}×{dims['d_out']}\n", f"{description}\n" if description else "",
+                           " · ".join(details))
     parts: list = [header]
     shown, more_heads = first_lines(n_head, SHOWN_TABLES, "heads (--head N shows one)")
     if settings["head"] is not None:
         shown, more_heads = range(settings["head"], settings["head"] + 1), None
+    sums = rows_sum(settings["options"], len(problem.queries), len(problem.keys))
     for h in shown:
-        title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, each row sums to 1"
+        title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, {sums}"
         parts.append(heatmap(steps.weights[h], problem.queries, problem.keys, precision=precision,
                              title=title, allowed=None if allowed is None else allowed[h],
                              style=settings["style"]))

@@ -7,8 +7,8 @@ from typing import Annotated
 
 import typer
 
+from attncli.cli.command import OnceCommand
 from attncli.cli.emit import Emitted, Format, Result, emit
-from attncli.cli.helptext import AttnCommand
 from attncli.cli.io import STDIN, STDIN_NAME, read_stdin
 from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
 from attncli.cli.paths import check_outputs
@@ -29,9 +29,10 @@ SoftmaxFormatOption = Annotated[Format | None, typer.Option(
 )]
 
 SEPARATORS = re.compile(r"[\s,]+")
+DECIMAL_COMMA = re.compile(r"[+\-\u2212]?\d+,\d+")  # "1,5": 1.5 in much of Europe, or the numbers 1 and 5
 
 
-class NumbersCommand(AttnCommand):
+class NumbersCommand(OnceCommand):
     """A command whose arguments may be negative numbers: ``-1.0`` (or
     ``-1,-2``) is a number, not an unknown option. Options and their values
     stay where Click expects them; every other word goes after ``--``, in order."""
@@ -100,16 +101,34 @@ def read_numbers(words: list[str]):
         if words != [STDIN]:
             raise UsageError("give numbers or '-' (stdin), not both")
         text = read_stdin().decode("utf-8-sig", errors="replace")
+        _one_reading(text.split(), STDIN_NAME, text)
         values = [_number(w, STDIN_NAME, n) for n, line in enumerate(text.split("\n"), 1)
                   for w in SEPARATORS.split(line.strip()) if w]
         if not values:
             raise AttnError("no numbers", source=STDIN_NAME,
                             hint="expected numbers separated by spaces or commas")
     else:
+        _one_reading([w for arg in words for w in arg.split()], None, None)
         values = [_number(w) for arg in words for w in SEPARATORS.split(arg.strip()) if w]
         if not values:
             raise UsageError("no numbers given", hint="attn softmax 4.0 -1.0 2.1")
     return np.array(values, dtype=np.float64)
+
+
+def _one_reading(words: list[str], source: str | None, text: str | None) -> None:
+    """Refuse numbers that read two ways: among several words, '1,5' is 1.5
+    written with a decimal comma, or the numbers 1 and 5. (One word '3,2,1'
+    is a list, as is '30, 20, 10'.)"""
+    if len(words) < 2:
+        return
+    for word in words:
+        if DECIMAL_COMMA.fullmatch(word):
+            problem = f"{word!r} could be one number written with a decimal comma, or two numbers"
+            hint = f"write {word.replace(',', '.')} for one number; separate numbers by spaces or by commas, not both"
+            if source is None:
+                raise UsageError(problem, hint=hint)
+            line = text[: text.find(word)].count("\n") + 1 if text else None
+            raise AttnError(problem, source=source, line=line, hint=hint)
 
 
 def _number(word: str, source: str | None = None, line: int | None = None) -> float:

@@ -1,0 +1,30 @@
+"""The command class every ``attn`` command uses: attn's own help formatter
+(``AttnCommand``), refusing an option given twice that takes one value (Click
+would silently keep the last)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from attncli.cli.helptext import AttnCommand
+
+
+class OnceCommand(AttnCommand):
+    """A command whose single-value options may be given once: ``--scale 1
+    --scale 2`` is a usage error, never last-wins. Options that collect
+    (``--keys a --keys b``) are declared as lists and add up."""
+
+    def parse_args(self, ctx, args: list[str]) -> list[str]:  # Click's Context, vendored by Typer
+        if not ctx.resilient_parsing:
+            try:
+                _, _, order = self.make_parser(ctx).parse_args(args=list(args))
+            except Exception:  # Click reports malformed command lines itself, below
+                order = []
+            counts = Counter(param for param in order
+                             if getattr(param, "param_type_name", "") == "option"
+                             and not getattr(param, "multiple", False) and not getattr(param, "count", False))
+            for param, times in counts.items():
+                if times > 1:
+                    name = max(param.opts, key=len)
+                    ctx.fail(f"{name} is given {times} times; give it once")
+        return super().parse_args(ctx, args)
