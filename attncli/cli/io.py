@@ -99,10 +99,12 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
     """A ``progress(done, total)`` callback that shows a Rich bar on stderr once
     the work has taken more than a second; None when stderr is not a terminal
     (pipes, CI, tests), so no work is done for it."""
-    if not sys.stderr.isatty():
+    if sys.stderr is None or not sys.stderr.isatty():
         yield None
         return
     import time
+
+    from attncli.cli.worker import on_interrupt
 
     start = time.monotonic()
     bar: dict[str, Any] = {}  # the Rich progress bar and its task, once shown
@@ -118,8 +120,13 @@ def progress_bar(label: str) -> Iterator[Callable[[int, int], None] | None]:
         if bar:
             bar["progress"].update(bar["task"], completed=done)
 
+    def give_the_cursor_back() -> None:  # Ctrl-C left the work stuck in C: the bar cannot be stopped
+        if bar:
+            os.write(sys.stderr.fileno(), b"\r\x1b[2K\x1b[?25h")
+
     try:
-        yield progress
+        with on_interrupt(give_the_cursor_back):
+            yield progress
     finally:
         if bar:
             bar["progress"].stop()

@@ -441,7 +441,7 @@ def _cell(node: Any, mask: bool, fail: Callable[[str], AttnError]) -> float:
         try:
             return float(node)
         except OverflowError:
-            raise fail(f"{node} is too large") from None
+            raise fail(f"{clip(str(node))} is too large") from None
     if node is None:
         raise fail("a value is missing")
     if isinstance(node, str):
