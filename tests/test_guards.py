@@ -88,5 +88,14 @@ def test_empty_rows(mask, causal, n_q, n_k, empty):
 def test_saturated_rows_need_both_a_heavy_weight_and_a_wide_span():
     weights = np.array([[0.9995, 0.0005, 0], [0.9995, 0.0005, 0], [0.5, 0.5, 0]])
     logits = np.array([[60, 0, -np.inf], [8, 0.4, -np.inf], [100, 100, 0]])
-    rows, span = saturated_rows(weights, logits)
+    rows, span = saturated_rows(weights, logits, logits)
     assert rows.tolist() == [0] and span == 60
+
+
+def test_a_bias_does_not_count_as_a_wide_span():
+    """The span is of the scaled scores: a large bias the user chose is no reason to scale the inputs."""
+    weights = np.array([[1.0, 0.0, 0.0]])
+    scaled = np.array([[0.5, 0.1, 0.2]])
+    logits = scaled + np.array([[1e308, -1e308, 0]])
+    rows, _ = saturated_rows(weights, logits, scaled)
+    assert rows.tolist() == []
