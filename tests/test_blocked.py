@@ -133,3 +133,52 @@ def test_memory_mapped_inputs_stay_mapped_and_agree(tmp_path):
     mapped = [np.load(tmp_path / f"{n}.npy", mmap_mode="r") for n in "qkv"]
     out = attention_blocked(*mapped, query_block=7, key_block=8, causal=True)
     np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=2e-6, atol=2e-6)
+
+
+# Block skipping: key blocks outside the causal triangle or the window are
+# never computed, blocks wholly inside are not masked; the numbers must be
+# the reference's whatever the blocks, shapes and alignment.
+SKIPPING = [
+    {"causal": "top-left"}, {"causal": "bottom-right"},
+    {"window": (0, 0)}, {"window": (1, 0)}, {"window": (3, 2)}, {"window": (5, -1)}, {"window": (-1, 4)},
+    {"window": (40, 40)}, {"causal": "top-left", "window": (2, 0)}, {"causal": "bottom-right", "window": (6, 3)},
+]
+
+
+@pytest.mark.parametrize("settings", SKIPPING, ids=str)
+@pytest.mark.parametrize("n_q, n_k", [(1, 1), (9, 9), (7, 19), (19, 7), (16, 33)])
+def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k):
+    from attncli.core.options import AttentionOptions
+
+    rng = np.random.default_rng(n_q * 100 + n_k)
+    q, k, v = (rng.standard_normal(shape) for shape in ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3)))
+    options = AttentionOptions(**settings, alibi=True)
+    expected = attention(q, k, v, options)[0]
+    for query_block, key_block in ((1, 1), (2, 3), (4, 2), (5, 8), (64, 64)):
+        out = attention_blocked(q, k, v, options, query_block=query_block, key_block=key_block, workers=2)
+        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_work_is_split_over_heads_and_query_blocks():
+    rng = np.random.default_rng(5)
+    q, k, v = rng.standard_normal((2, 3, 10, 4)), rng.standard_normal((2, 3, 6, 4)), rng.standard_normal((2, 3, 6, 4))
+    seen = []
+    out = attention_blocked(q, k, v, query_block=4, progress=lambda done, total: seen.append(total))
+    assert seen[-1] == 2 * 3 * 3  # batch × heads × query blocks
+    np.testing.assert_allclose(out, attention_steps(q, k, v).output, rtol=1e-12)
+
+
+def test_skipped_blocks_are_never_computed(monkeypatch):
+    """Causal over 8 query blocks × 8 key blocks computes the 36 on or below the
+    diagonal; a window of one block, the 15 along it."""
+    from attncli.core import kernel
+
+    calls = []
+    real = kernel.scores
+    monkeypatch.setattr(kernel, "scores", lambda p, rows, cols, factor: calls.append(1) or real(p, rows, cols, factor))
+    q, k, v = problem(32, 32, np.float64)
+    attention_blocked(q, k, v, causal=True, query_block=4, key_block=4, workers=1)
+    assert len(calls) == 36
+    calls.clear()
+    attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=4, workers=1)
+    assert len(calls) == 15
