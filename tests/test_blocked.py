@@ -145,26 +145,36 @@ SKIPPING = [
 ]
 
 
+@pytest.mark.parametrize("numbers", [1, 1 << 20], ids=["a head a part", "heads together"])
 @pytest.mark.parametrize("settings", SKIPPING, ids=str)
 @pytest.mark.parametrize("n_q, n_k", [(1, 1), (9, 9), (7, 19), (19, 7), (16, 33)])
-def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k):
+def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k, numbers, monkeypatch):
+    from attncli.core import kernel
     from attncli.core.options import AttentionOptions
 
+    monkeypatch.setattr(kernel, "BLOCK_NUMBERS", numbers)
     rng = np.random.default_rng(n_q * 100 + n_k)
     q, k, v = (rng.standard_normal(shape) for shape in ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3)))
-    options = AttentionOptions(**settings, alibi=True)
+    bias = rng.standard_normal((4, 1, n_k))  # per query head, every query
+    options = AttentionOptions(**settings, alibi=True, sinks=np.array([0.5, -1.0, 2.0, 0.0]), bias=bias)
     expected = attention(q, k, v, options)[0]
     for query_block, key_block in ((1, 1), (2, 3), (4, 2), (5, 8), (64, 64)):
         out = attention_blocked(q, k, v, options, query_block=query_block, key_block=key_block, workers=2)
         np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
-def test_work_is_split_over_heads_and_query_blocks():
+@pytest.mark.parametrize("numbers, parts", [(1, 2 * 3 * 3), (2 * 4 * 6, 2 * 2 * 3), (1 << 20, 2 * 1 * 3)])
+def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
+    """batch × parts of heads × query blocks: one head a part when blocks are
+    large, as many as BLOCK_NUMBERS allows when they are small."""
+    from attncli.core import kernel
+
+    monkeypatch.setattr(kernel, "BLOCK_NUMBERS", numbers)
     rng = np.random.default_rng(5)
     q, k, v = rng.standard_normal((2, 3, 10, 4)), rng.standard_normal((2, 3, 6, 4)), rng.standard_normal((2, 3, 6, 4))
     seen = []
     out = attention_blocked(q, k, v, query_block=4, progress=lambda done, total: seen.append(total))
-    assert seen[-1] == 2 * 3 * 3  # batch × heads × query blocks
+    assert seen[-1] == parts
     np.testing.assert_allclose(out, attention_steps(q, k, v).output, rtol=1e-12)
 
 

@@ -20,15 +20,17 @@ from attncli.core.parallel import map_blocks
 from attncli.core.positions import all_visible, visible_keys
 
 # Block sizes of the kernel. Work is cut over batch × K/V heads × blocks of
-# QUERY_BLOCK queries, each attended over keys in blocks of KEY_BLOCK: a
-# block's logits ([group, QUERY_BLOCK, KEY_BLOCK]) stay in the shared cache
-# for max, exp and sum, while each matrix product is large enough to run near
-# the BLAS rate and Python's per-block cost does not count (see
-# benchmarks/README.md). Extra memory is about workers · group · QUERY_BLOCK ·
-# KEY_BLOCK numbers, whatever B, H, n_q and n_k are. Smaller key blocks let
-# causal and windowed attention skip more of what the mask forbids.
+# QUERY_BLOCK queries, each attended over keys in blocks of KEY_BLOCK; small
+# heads go several to a part, so that a block's logits ([heads, group,
+# QUERY_BLOCK, KEY_BLOCK]) hold about BLOCK_NUMBERS numbers: each matrix
+# product is large enough to run near the BLAS rate and Python's per-block
+# cost is paid once for them all (see benchmarks/README.md). Extra memory is
+# about workers · BLOCK_NUMBERS numbers, whatever B, H, n_q and n_k are.
+# Blocks of 256 × 1024 keep the work that causal and windowed attention
+# cannot skip (the diagonal's partly masked blocks) small.
 QUERY_BLOCK = 256
 KEY_BLOCK = 1024
+BLOCK_NUMBERS = 1 << 20
 
 
 @dataclass
@@ -110,8 +112,11 @@ def blocked(
     key_block = max(1, key_block or KEY_BLOCK)
     query_block = max(1, query_block or QUERY_BLOCK)
     # The work: every batch × K/V head × block of queries, on one pool.
+    # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
+    each = p.group * min(query_block, p.n_q) * min(key_block, p.n_k)  # logits of one head's block
+    together = max(1, BLOCK_NUMBERS // max(1, each))
     blocks = [(where, part, slice(i, min(i + query_block, p.n_q)))
-              for where, part in p.heads() for i in range(0, p.n_q, query_block)]
+              for where, part in p.heads(together) for i in range(0, p.n_q, query_block)]
     output = np.empty(p.out_shape, dtype=p.q.dtype)  # [..., n_q, d_v] (grouped with GQA)
 
     def attend(block: tuple[tuple[slice, ...], Problem, slice]) -> None:

@@ -67,22 +67,26 @@ class Problem:
     def out_shape(self) -> tuple[int, ...]:  # [..., n_q, d_v]
         return self.logits_shape[:-1] + self.v.shape[-1:]
 
-    def heads(self) -> list[tuple[tuple[slice, ...], Problem]]:
-        """The problem cut into independent parts, one per batch × K/V head:
-        [(where its output goes, the part)]. Each part keeps every axis (of
-        length 1 on the cut ones) and holds views, never copies; with GQA a
-        part is one K/V head with its group of query heads, which share its
-        K and V blocks by broadcasting."""
+    def heads(self, together: int = 1) -> list[tuple[tuple[slice, ...], Problem]]:
+        """The problem cut into independent parts over batch × K/V heads, up to
+        ``together`` heads a part: [(where its output goes, the part)]. Each
+        part keeps every axis and holds views, never copies; with GQA a part
+        is K/V heads with their groups of query heads, which share their K and
+        V blocks by broadcasting."""
         cut = len(self.logits_shape) - (3 if self.group > 1 else 2)  # leading axes cut into parts
+        ndim, lead = len(self.logits_shape), self.logits_shape[:cut]
+        if not lead:
+            return [((), self)]
         parts = []
-        for index in np.ndindex(*self.logits_shape[:cut]):
-            where = tuple(slice(i, i + 1) for i in index)
-            ndim = len(self.logits_shape)
-            q, k, v = (_pick(m, index, ndim) for m in (self.q, self.k, self.v))
-            mask, bias, alibi, sinks = (None if m is None else _pick(m, index, ndim)
-                                        for m in (self.mask, self.bias, self.alibi, self.sinks))
-            parts.append((where, replace(self, q=q, k=k, v=v, mask=mask, bias=bias, alibi=alibi, sinks=sinks,
-                                         logits_shape=(1,) * cut + self.logits_shape[cut:])))
+        for index in np.ndindex(*lead[:-1]):
+            for h in range(0, lead[-1], together):
+                where = tuple(slice(i, i + 1) for i in index) + (slice(h, min(h + together, lead[-1])),)
+                q, k, v = (_pick(m, where, ndim) for m in (self.q, self.k, self.v))
+                mask, bias, alibi, sinks = (None if m is None else _pick(m, where, ndim)
+                                            for m in (self.mask, self.bias, self.alibi, self.sinks))
+                shape = tuple(w.stop - w.start for w in where) + self.logits_shape[cut:]
+                parts.append((where, replace(self, q=q, k=k, v=v, mask=mask, bias=bias, alibi=alibi, sinks=sinks,
+                                             logits_shape=shape)))
         return parts
 
     def ungroup(self, x: np.ndarray) -> np.ndarray:
@@ -314,16 +318,10 @@ def _cut(m: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
     return m[..., rows if m.shape[-2] > 1 else EVERYTHING, cols if m.shape[-1] > 1 else EVERYTHING]
 
 
-def _pick(m: np.ndarray, index: tuple[int, ...], ndim: int) -> np.ndarray:
+def _pick(m: np.ndarray, where: tuple[slice, ...], ndim: int) -> np.ndarray:
     """The view of m (right-aligned against ``ndim`` axes, broadcasting) at
-    ``index`` on the leading axes, each kept with length 1."""
-    lead = m.ndim - ndim  # m's axis a is axis a - lead of the whole problem
-    cut = []
-    for a in range(m.ndim):
-        i = a - lead
-        if i < 0 or i >= len(index):
-            cut.append(EVERYTHING)
-        else:
-            at = index[i] if m.shape[a] > 1 else 0
-            cut.append(slice(at, at + 1))
-    return m[tuple(cut)]
+    ``where`` on the leading axes; an axis of length 1 stays whole."""
+    lead = ndim - m.ndim  # m's axis a is axis a + lead of the whole problem
+    cut = tuple(where[a + lead] if a + lead < len(where) and m.shape[a] > 1 else EVERYTHING
+                for a in range(m.ndim))
+    return m[cut]
