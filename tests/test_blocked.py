@@ -192,3 +192,21 @@ def test_skipped_blocks_are_never_computed(monkeypatch):
     calls.clear()
     attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=4, workers=1)
     assert len(calls) == 15
+
+
+def test_parts_hold_views_and_gqa_shares_k_and_v():
+    """Every part of the work is a view of the inputs: with GQA a part is one
+    K/V head and its group of query heads, K and V never repeated."""
+    from attncli.core.logits import prepare
+    from attncli.core.options import AttentionOptions
+
+    rng = np.random.default_rng(2)
+    q, k, v = rng.standard_normal((2, 8, 5, 4)), rng.standard_normal((2, 2, 7, 4)), rng.standard_normal((2, 2, 7, 3))
+    p = prepare(q, k, v, AttentionOptions())
+    parts = p.heads()
+    assert len(parts) == 2 * 2  # batch × K/V heads
+    for where, part in parts:
+        assert len(where) == 2  # [batch, K/V head]
+        assert part.q.shape == (1, 1, 4, 5, 4) and part.k.shape == (1, 1, 1, 7, 4)
+        assert np.shares_memory(part.q, q) and np.shares_memory(part.k, k) and np.shares_memory(part.v, v)
+    assert len(p.heads(together=2)) == 2
