@@ -7,13 +7,15 @@
    torch's ``scaled_dot_product_attention`` on the CPU. Best of a few rounds
    (each runs every contender once, in turn), and the largest difference from
    attn's output.
+   The same on the shapes models run ([B, H, N, D], causal, GQA, a window of
+   256), beside torch SDPA, with the fraction of the machine's sgemm rate.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
 3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
 4. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
    against a bare Typer app that imports numpy, median of many runs.
 
 Not part of the test suite; it takes a minute or two. ``--quick`` stops at
-n = 4096 and runs fewer start-ups.
+n = 4096 and runs fewer start-ups; ``--shapes`` runs the shapes table alone.
 """
 
 from __future__ import annotations
@@ -104,6 +106,87 @@ def kernels(sizes: list[int], d: int = 64) -> None:
         ours, seed, theirs = best["attn"], best["seed"], best.get("torch", math.nan)
         print(f"{n:>6} | {ours:7.3f} | {seed:7.3f} | {theirs:7.3f} | {seed / ours:8.1f}× | "
               f"{theirs / ours:9.1f}× | {diff:.1e}")
+        del outputs
+
+
+# (label, Q shape [B, H_q, N, D], H_kv, causal, window (left, right) or None)
+SHAPES = [
+    ("multi-head causal", (1, 32, 1024, 128), 32, True, None),
+    ("multi-head", (4, 8, 512, 64), 8, False, None),
+    ("multi-head causal", (1, 16, 4096, 64), 16, True, None),
+    ("GQA 32/8 causal", (1, 32, 1024, 128), 8, True, None),
+    ("window 256", (1, 16, 4096, 64), 16, False, (256, 0)),
+    ("2-D", (8192, 64), 1, False, None),
+    ("2-D causal", (8192, 64), 1, True, None),
+    ("2-D window 256", (4096, 64), 1, False, (256, 0)),
+    ("2-D", (4096, 64), 1, False, None),
+]
+
+
+def sgemm_rate() -> float:
+    """This machine's float32 matrix product rate now, FLOP/s (numpy's BLAS, best of 3)."""
+    a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+    best = math.inf
+    for _ in range(3):
+        start = time.perf_counter()
+        a @ a
+        best = min(best, time.perf_counter() - start)
+    return 2 * 2048**3 / best
+
+
+def shapes(rounds: int) -> None:
+    """attn's kernel on the shapes models run, beside torch SDPA (an explicit
+    boolean mask for a window, which SDPA lacks). The fraction of the sgemm
+    rate counts the products' useful work: 4 · n_q · n_k · d per head, times
+    the share of the matrix the mask allows."""
+    from attncli.core.kernel import blocked
+    from attncli.core.options import AttentionOptions
+    from attncli.core.positions import causal_allowed, window_allowed
+
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        torch = None
+    rate = sgemm_rate()
+    print(f"\n## Shapes models run: output only, float32, best of {rounds} interleaved runs "
+          f"(sgemm {rate / 1e9:.0f} GFLOP/s)\n")
+    print(f"{'case':<20} {'shape':<20} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'sgemm':>6}  max |diff|")
+    print("-" * 92)
+    rng = np.random.default_rng(0)
+    for label, shape, h_kv, causal, window in SHAPES:
+        kv_shape = shape[:-3] + (h_kv,) + shape[-2:] if len(shape) == 4 else shape
+        q = rng.standard_normal(shape, dtype=np.float32)
+        k, v = (rng.standard_normal(kv_shape, dtype=np.float32) for _ in range(2))
+        n, d = shape[-2], shape[-1]
+        options = AttentionOptions(causal="top-left" if causal else None, window=window)
+        i = np.arange(n)
+        allowed = np.ones((n, n), dtype=bool)
+        if causal:
+            allowed &= causal_allowed(i, i, n, n, "top-left")
+        if window is not None:
+            allowed &= window_allowed(i, i, n, n, window)
+        contenders = {"attn": lambda q=q, k=k, v=v, o=options: blocked(q, k, v, o)}
+        if torch is not None:
+            tq, tk, tv = (torch.from_numpy(m) for m in (q, k, v))
+            mask = None if window is None else torch.from_numpy(allowed)
+            contenders["torch"] = lambda tq=tq, tk=tk, tv=tv, mask=mask, c=causal and window is None: (
+                F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask, is_causal=c,
+                                               enable_gqa=tq.shape[-3] != tk.shape[-3] if tq.ndim == 4 else False)
+                .numpy())
+        best = {name: math.inf for name in contenders}
+        outputs = {}
+        for _ in range(rounds):
+            for name, fn in contenders.items():
+                start = time.perf_counter()
+                outputs[name] = fn()
+                best[name] = min(best[name], time.perf_counter() - start)
+        diff = max(float(np.abs(out - outputs["attn"]).max()) for out in outputs.values())
+        heads = math.prod(shape[:-2])
+        useful = 4 * heads * int(allowed.sum()) * d
+        theirs = best.get("torch", math.nan)
+        print(f"{label:<20} {str(list(shape)):<20} {best['attn'] * 1000:8.0f} {theirs * 1000:9.0f} "
+              f"{theirs / best['attn']:9.2f}× {useful / best['attn'] / rate:5.0%}  {diff:.1e}")
         del outputs
 
 
@@ -201,8 +284,12 @@ def machine() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="n up to 4096, fewer start-up runs")
+    parser.add_argument("--shapes", action="store_true", help="only the table of the shapes models run")
     args = parser.parse_args()
     machine()
+    shapes(2 if args.quick else 3)
+    if args.shapes:
+        return
     kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])
     peak_memory(4096 if args.quick else 16384)
     csv_reading(10_000 if args.quick else 100_000)

@@ -133,3 +133,80 @@ def test_memory_mapped_inputs_stay_mapped_and_agree(tmp_path):
     mapped = [np.load(tmp_path / f"{n}.npy", mmap_mode="r") for n in "qkv"]
     out = attention_blocked(*mapped, query_block=7, key_block=8, causal=True)
     np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=2e-6, atol=2e-6)
+
+
+# Block skipping: key blocks outside the causal triangle or the window are
+# never computed, blocks wholly inside are not masked; the numbers must be
+# the reference's whatever the blocks, shapes and alignment.
+SKIPPING = [
+    {"causal": "top-left"}, {"causal": "bottom-right"},
+    {"window": (0, 0)}, {"window": (1, 0)}, {"window": (3, 2)}, {"window": (5, -1)}, {"window": (-1, 4)},
+    {"window": (40, 40)}, {"causal": "top-left", "window": (2, 0)}, {"causal": "bottom-right", "window": (6, 3)},
+]
+
+
+@pytest.mark.parametrize("numbers", [1, 1 << 20], ids=["a head a part", "heads together"])
+@pytest.mark.parametrize("settings", SKIPPING, ids=str)
+@pytest.mark.parametrize("n_q, n_k", [(1, 1), (9, 9), (7, 19), (19, 7), (16, 33)])
+def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k, numbers, monkeypatch):
+    from attncli.core import kernel
+    from attncli.core.options import AttentionOptions
+
+    monkeypatch.setattr(kernel, "BLOCK_NUMBERS", numbers)
+    rng = np.random.default_rng(n_q * 100 + n_k)
+    q, k, v = (rng.standard_normal(shape) for shape in ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3)))
+    bias = rng.standard_normal((4, 1, n_k))  # per query head, every query
+    options = AttentionOptions(**settings, alibi=True, sinks=np.array([0.5, -1.0, 2.0, 0.0]), bias=bias)
+    expected = attention(q, k, v, options)[0]
+    for query_block, key_block in ((1, 1), (2, 3), (4, 2), (5, 8), (64, 64)):
+        out = attention_blocked(q, k, v, options, query_block=query_block, key_block=key_block, workers=2)
+        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("numbers, parts", [(1, 2 * 3 * 3), (2 * 4 * 6, 2 * 2 * 3), (1 << 20, 2 * 1 * 3)])
+def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
+    """batch × parts of heads × query blocks: one head a part when blocks are
+    large, as many as BLOCK_NUMBERS allows when they are small."""
+    from attncli.core import kernel
+
+    monkeypatch.setattr(kernel, "BLOCK_NUMBERS", numbers)
+    rng = np.random.default_rng(5)
+    q, k, v = rng.standard_normal((2, 3, 10, 4)), rng.standard_normal((2, 3, 6, 4)), rng.standard_normal((2, 3, 6, 4))
+    seen = []
+    out = attention_blocked(q, k, v, query_block=4, progress=lambda done, total: seen.append(total))
+    assert seen[-1] == parts
+    np.testing.assert_allclose(out, attention_steps(q, k, v).output, rtol=1e-12)
+
+
+def test_skipped_blocks_are_never_computed(monkeypatch):
+    """Causal over 8 query blocks × 8 key blocks computes the 36 on or below the
+    diagonal; a window of one block, the 15 along it."""
+    from attncli.core import kernel
+
+    calls = []
+    real = kernel.scores
+    monkeypatch.setattr(kernel, "scores", lambda p, rows, cols, factor: calls.append(1) or real(p, rows, cols, factor))
+    q, k, v = problem(32, 32, np.float64)
+    attention_blocked(q, k, v, causal=True, query_block=4, key_block=4, workers=1)
+    assert len(calls) == 36
+    calls.clear()
+    attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=4, workers=1)
+    assert len(calls) == 15
+
+
+def test_parts_hold_views_and_gqa_shares_k_and_v():
+    """Every part of the work is a view of the inputs: with GQA a part is one
+    K/V head and its group of query heads, K and V never repeated."""
+    from attncli.core.logits import prepare
+    from attncli.core.options import AttentionOptions
+
+    rng = np.random.default_rng(2)
+    q, k, v = rng.standard_normal((2, 8, 5, 4)), rng.standard_normal((2, 2, 7, 4)), rng.standard_normal((2, 2, 7, 3))
+    p = prepare(q, k, v, AttentionOptions())
+    parts = p.heads()
+    assert len(parts) == 2 * 2  # batch × K/V heads
+    for where, part in parts:
+        assert len(where) == 2  # [batch, K/V head]
+        assert part.q.shape == (1, 1, 4, 5, 4) and part.k.shape == (1, 1, 1, 7, 4)
+        assert np.shares_memory(part.q, q) and np.shares_memory(part.k, k) and np.shares_memory(part.v, v)
+    assert len(p.heads(together=2)) == 2

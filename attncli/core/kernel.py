@@ -9,26 +9,28 @@ against ``reference``: both build their logits with ``logits.combine``.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.core.logits import Problem, check_output, combine, prepare, scores
+from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import map_blocks
+from attncli.core.positions import all_visible, visible_keys
 
-# Block sizes of the kernel: a query block's logits ([rows, key block]) take
-# about QUERY_BLOCK_BYTES, so that max, exp and sum re-read them from the
-# shared cache rather than memory, while blocks stay large enough for Python's
-# per-block overhead not to count (n=8192, d=64, 2 cores: 256 × 8192 float32
-# was among the fastest of 32-1024 queries × 2048-16384 keys; see
-# benchmarks/README.md). Keys stream in blocks of KEY_BLOCK, so extra memory
-# is about QUERY_BLOCK_BYTES · workers, whatever n_q and n_k.
-QUERY_BLOCK_BYTES = 8 << 20
-KEY_BLOCK = 8192
-MIN_QUERY_BLOCK, MAX_QUERY_BLOCK = 16, 512
+# Block sizes of the kernel. Work is cut over batch × K/V heads × blocks of
+# QUERY_BLOCK queries, each attended over keys in blocks of KEY_BLOCK; small
+# heads go several to a part, so that a block's logits ([heads, group,
+# QUERY_BLOCK, KEY_BLOCK]) hold about BLOCK_NUMBERS numbers: each matrix
+# product is large enough to run near the BLAS rate and Python's per-block
+# cost is paid once for them all (see benchmarks/README.md). Extra memory is
+# about workers · BLOCK_NUMBERS numbers, whatever B, H, n_q and n_k are.
+# Blocks of 256 × 1024 keep the work that causal and windowed attention
+# cannot skip (the diagonal's partly masked blocks) small.
+QUERY_BLOCK = 256
+KEY_BLOCK = 1024
+BLOCK_NUMBERS = 1 << 20
 
 
 @dataclass
@@ -44,15 +46,22 @@ class _Rows:
 def _attend_rows(p: Problem, rows: slice, key_block: int) -> _Rows:
     """softmax(logits) V for one block of queries, streaming keys in blocks.
 
+    Only the keys some query of the block may see under causal and the window
+    are computed; a key block every query may see wholly skips the masking.
+
     Each key block updates a running max and sum: earlier partial sums are
     multiplied by exp(old max - new max), so no row of the n_q×n_k matrix is
     ever held whole. The weights are never normalised: the caller divides the
     output by the row sums, n_q·d_v divisions instead of n_q·n_k.
     """
     state = _Rows()
-    for start in range(0, p.n_k, key_block):
-        cols = slice(start, min(start + key_block, p.n_k))
-        logits, _ = combine(scores(p, rows, cols, p.factor), p, rows, cols)  # [..., r, c]
+    causal, window = p.options.causal, p.options.window
+    queries = range(rows.start, rows.stop)
+    keys = visible_keys(queries, p.n_q, p.n_k, causal, window)
+    for start in range(keys.start, keys.stop, key_block):
+        cols = slice(start, min(start + key_block, keys.stop))
+        inside = all_visible(queries, range(cols.start, cols.stop), p.n_q, p.n_k, causal, window)
+        logits, _ = combine(scores(p, rows, cols, p.factor), p, rows, cols, inside)  # [..., r, c]
         peak = logits.max(axis=-1, keepdims=True)
         if state.peak is not None:
             peak = np.maximum(peak, state.peak)
@@ -100,20 +109,23 @@ def blocked(
     after each query block, from the calling thread.
     """
     p = prepare(q, k, v, options or AttentionOptions())
-    key_block = max(1, min(key_block or KEY_BLOCK, p.n_k))
-    if query_block is None:
-        batch = math.prod(p.logits_shape[:-2])
-        fit = QUERY_BLOCK_BYTES // (key_block * p.q.dtype.itemsize * batch)
-        query_block = min(max(fit, MIN_QUERY_BLOCK), MAX_QUERY_BLOCK)
-    blocks = [slice(i, min(i + query_block, p.n_q)) for i in range(0, p.n_q, query_block)]
+    key_block = max(1, key_block or KEY_BLOCK)
+    query_block = max(1, query_block or QUERY_BLOCK)
+    # The work: every batch × K/V head × block of queries, on one pool.
+    # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
+    each = p.group * min(query_block, p.n_q) * min(key_block, p.n_k)  # logits of one head's block
+    together = max(1, BLOCK_NUMBERS // max(1, each))
+    blocks = [(where, part, slice(i, min(i + query_block, p.n_q)))
+              for where, part in p.heads(together) for i in range(0, p.n_q, query_block)]
     output = np.empty(p.out_shape, dtype=p.q.dtype)  # [..., n_q, d_v] (grouped with GQA)
 
-    def attend(rows: slice) -> None:
-        state = _attend_rows(p, rows, key_block)
-        if state.acc is None or state.total is None:  # no keys at all: nothing to attend to
-            output[..., rows, :] = 0
+    def attend(block: tuple[tuple[slice, ...], Problem, slice]) -> None:
+        where, part, rows = block
+        state = _attend_rows(part, rows, key_block)
+        if state.acc is None or state.total is None:  # no keys to see: nothing to attend to
+            output[where + (..., rows, EVERYTHING)] = 0
         else:
-            output[..., rows, :] = _normalise(state.acc, state.total)
+            output[where + (..., rows, EVERYTHING)] = _normalise(state.acc, state.total)
 
     map_blocks(attend, blocks, workers, progress)
     check_output(output)

@@ -6,7 +6,7 @@ so every option means the same in both.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -66,6 +66,28 @@ class Problem:
     @property
     def out_shape(self) -> tuple[int, ...]:  # [..., n_q, d_v]
         return self.logits_shape[:-1] + self.v.shape[-1:]
+
+    def heads(self, together: int = 1) -> list[tuple[tuple[slice, ...], Problem]]:
+        """The problem cut into independent parts over batch × K/V heads, up to
+        ``together`` heads a part: [(where its output goes, the part)]. Each
+        part keeps every axis and holds views, never copies; with GQA a part
+        is K/V heads with their groups of query heads, which share their K and
+        V blocks by broadcasting."""
+        cut = len(self.logits_shape) - (3 if self.group > 1 else 2)  # leading axes cut into parts
+        ndim, lead = len(self.logits_shape), self.logits_shape[:cut]
+        if not lead:
+            return [((), self)]
+        parts = []
+        for index in np.ndindex(*lead[:-1]):
+            for h in range(0, lead[-1], together):
+                where = tuple(slice(i, i + 1) for i in index) + (slice(h, min(h + together, lead[-1])),)
+                q, k, v = (_pick(m, where, ndim) for m in (self.q, self.k, self.v))
+                mask, bias, alibi, sinks = (None if m is None else _pick(m, where, ndim)
+                                            for m in (self.mask, self.bias, self.alibi, self.sinks))
+                shape = tuple(w.stop - w.start for w in where) + self.logits_shape[cut:]
+                parts.append((where, replace(self, q=q, k=k, v=v, mask=mask, bias=bias, alibi=alibi, sinks=sinks,
+                                             logits_shape=shape)))
+        return parts
 
     def ungroup(self, x: np.ndarray) -> np.ndarray:
         """[..., H_kv, group, n, m] -> [..., H_q, n, m]; unchanged without grouping."""
@@ -212,13 +234,15 @@ def scores(p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING, facto
 
 
 def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
-            cols: slice = EVERYTHING) -> tuple[np.ndarray, np.ndarray | None]:
+            cols: slice = EVERYTHING, inside: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
     """Apply the options to scaled scores (scale · q·k / temperature), in place.
 
     [..., r, c] -> logits [..., r, c] and allowed [..., r, c] bool (None when
     nothing is forbidden). In order: the soft-cap; the bias and ALiBi are
     added; then causal, the window and the mask set −∞ where a query may not
-    attend. ``rows`` and ``cols`` say which block of the n_q × n_k matrix this is.
+    attend. ``rows`` and ``cols`` say which block of the n_q × n_k matrix this is;
+    ``inside`` says the caller knows it lies wholly inside the causal triangle
+    and the window (``kernel.key_range``), so neither is worked out.
     """
     if not p.cannot_overflow:
         check_scores(logits)
@@ -232,10 +256,10 @@ def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
     if p.alibi is not None:  # −slope · |i + n_k − n_q − j|, one slope per query head
         logits -= (p.alibi * distance(i, j, p.n_q, p.n_k)).astype(logits.dtype)
     allowed = None if p.mask is None else _cut(p.mask, rows, cols)
-    if options.causal is not None:
+    if options.causal is not None and not inside:
         causal = causal_allowed(i, j, p.n_q, p.n_k, options.causal)  # [r, c]
         allowed = causal if allowed is None else causal & allowed
-    if options.window is not None:
+    if options.window is not None and not inside:
         window = window_allowed(i, j, p.n_q, p.n_k, options.window)  # [r, c]
         allowed = window if allowed is None else window & allowed
     if allowed is not None:
@@ -292,3 +316,12 @@ def _score_bound(q: np.ndarray, k: np.ndarray, similarity: str) -> float:
 def _cut(m: np.ndarray, rows: slice, cols: slice) -> np.ndarray:
     """The [rows, cols] block of a mask or bias; an axis of length 1 broadcasts whole."""
     return m[..., rows if m.shape[-2] > 1 else EVERYTHING, cols if m.shape[-1] > 1 else EVERYTHING]
+
+
+def _pick(m: np.ndarray, where: tuple[slice, ...], ndim: int) -> np.ndarray:
+    """The view of m (right-aligned against ``ndim`` axes, broadcasting) at
+    ``where`` on the leading axes; an axis of length 1 stays whole."""
+    lead = ndim - m.ndim  # m's axis a is axis a + lead of the whole problem
+    cut = tuple(where[a + lead] if a + lead < len(where) and m.shape[a] > 1 else EVERYTHING
+                for a in range(m.ndim))
+    return m[cut]

@@ -87,3 +87,39 @@ def window_allowed(rows: np.ndarray, cols: np.ndarray, n_q: int, n_k: int, windo
     if right != UNBOUNDED:
         allowed &= cols[None, :] <= centre + right
     return allowed
+
+
+def _bounds(rows: range, n_q: int, n_k: int, causal: str | None,
+            window: tuple[int, int] | None) -> tuple[list[int], list[int]]:
+    """For the first and last query of ``rows``, the lowest and highest key
+    each may see (causal and window only; the ends of [0, n_k) otherwise)."""
+    lows, highs = [], []
+    for i in (rows.start, rows.stop - 1):
+        centre = i + n_k - n_q  # the key in line with query i (bottom-right)
+        low, high = 0, n_k - 1
+        if causal is not None:
+            high = min(high, i + (n_k - n_q if causal == "bottom-right" else 0))
+        if window is not None and window[0] != UNBOUNDED:
+            low = max(low, centre - window[0])
+        if window is not None and window[1] != UNBOUNDED:
+            high = min(high, centre + window[1])
+        lows.append(low)
+        highs.append(high)
+    return lows, highs
+
+
+def visible_keys(rows: range, n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> range:
+    """The keys that some query of ``rows`` may see under causal and the window:
+    both bounds grow with i, so they are the first query's lowest key to the
+    last query's highest (empty when none). Keys outside are never computed."""
+    (low, _), (_, high) = _bounds(rows, n_q, n_k, causal, window)
+    return range(low, max(low, high + 1))
+
+
+def all_visible(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
+                window: tuple[int, int] | None) -> bool:
+    """Whether every query of ``rows`` may see every key of ``cols`` under causal
+    and the window: the last query's lowest key and the first query's highest
+    bound the block. Such a block needs no masking."""
+    (_, low), (high, _) = _bounds(rows, n_q, n_k, causal, window)
+    return low <= cols.start and cols.stop - 1 <= high
