@@ -1,0 +1,155 @@
+"""The backward pass: the gradients of attention, in float64, from the
+closed form, written as the equations (FlashAttention's backward, whole)::
+
+    dV = Pᵀ dO
+    dP = dO Vᵀ
+    dS = P ∘ (dP − rowsum(dO ∘ O))          the softmax's Jacobian, row by row
+    dZ = dS ∘ (1 − tanh²(Z / cap))          through the soft-cap (else dZ = dS)
+    dQ = dZ K · factor,   dK = dZᵀ Q · factor   (factor = scale / temperature)
+
+with P the weights, Z the scaled scores before the soft-cap, and Q, K as
+they met (rotated with RoPE). Then, in order back to the inputs:
+
+- grouped-query attention: dK and dV summed over each group's query heads;
+- RoPE: the gradients of the rotated Q and K turned back (the rotation is
+  orthogonal, so its transpose is the rotation by minus the angle);
+- cosine similarity: through the unit-length rows;
+- a forbidden pair has P = 0, so dS = 0 there; a fully masked row gives zero;
+- the bias (and ALiBi) is added to the logits: dbias = dS;
+- a sink s is one more logit of every row, with no value: its weight is
+  p_s = 1 − rowsum(P) and dP_s = 0, so ds = Σ_rows −p_s · rowsum(dO ∘ O).
+
+Any input that broadcast in the forward pass gets its gradient summed back
+over the axes it was broadcast along. The n_q × n_k matrices are held whole
+per call (the blocked backward is not written yet).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from attncli.core.arrays import shape_text, unit_rows
+from attncli.core.logits import Problem, combine, prepare, scores
+from attncli.core.options import AttentionOptions
+from attncli.core.positions import query_positions, rotate
+from attncli.core.reference import softmax
+from attncli.errors import ShapeError
+
+
+@dataclass
+class Grads:
+    """The gradients of Σ O ∘ dO with respect to every input of attention."""
+
+    dq: np.ndarray  # Q's shape [..., H_q, n_q, d_k]
+    dk: np.ndarray  # K's shape [..., H_kv, n_k, d_k] (summed over each group's query heads)
+    dv: np.ndarray  # V's shape [..., H_kv, n_k, d_v]
+    dsinks: np.ndarray | None = None  # the sinks' shape ([H] or [..., H]), when sinks are given
+    dbias: np.ndarray | None = None  # the bias's shape, when a bias is given
+    output: np.ndarray | None = None  # [..., H_q, n_q, d_v] the forward output O, in float64
+
+    def named(self) -> dict[str, np.ndarray]:
+        """The gradients by name (dq, dk, dv, then dsinks and dbias when given)."""
+        out = {"dq": self.dq, "dk": self.dk, "dv": self.dv}
+        if self.dsinks is not None:
+            out["dsinks"] = self.dsinks
+        if self.dbias is not None:
+            out["dbias"] = self.dbias
+        return out
+
+
+def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray,
+                   options: AttentionOptions | None = None) -> Grads:
+    """dQ, dK, dV (and dsinks, dbias) of attention for the output gradient dO.
+
+    [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v],
+    dO [..., H_q, n_q, d_v] -> Grads, each gradient in its input's shape,
+    in float64 whatever the inputs' dtype.
+    """
+    options = options or AttentionOptions()
+    q, k, v, dout = (np.asarray(m, dtype=np.float64) for m in (q, k, v, dout))
+    p = prepare(q, k, v, _float64(options))  # Q, K rotated (RoPE); heads grouped (GQA)
+    out_shape = p.ungroup(np.empty(p.out_shape, dtype=np.int8)).shape  # [..., H_q, n_q, d_v]
+    if dout.shape != out_shape:
+        raise ShapeError(f"dO is {shape_text(dout)} but the output is {shape_text(out_shape)}",
+                         hint="give the gradient of the output, one number per output cell")
+    do = _group(dout, p)  # [..., (H_kv, group,) n_q, d_v]
+
+    qm, km = p.q, p.k  # [..., n_q, d_k], [..., n_k, d_k] as they met (unit rows for cosine)
+    if options.similarity == "cosine":
+        qm, km = unit_rows(qm), unit_rows(km)
+    z = scores(p, factor=p.factor)  # [..., n_q, n_k] Z = q·k · scale / temperature
+    logits, _ = combine(z.copy(), p)  # [..., n_q, n_k] softcap(Z) + bias + ALiBi, −inf where forbidden
+    weights = softmax(logits, sink=p.sinks)  # [..., n_q, n_k] P
+    output = weights @ p.v  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v] O
+
+    dv = np.swapaxes(weights, -1, -2) @ do  # [..., n_k, n_q] @ [..., n_q, d_v] -> [..., n_k, d_v]
+    dp = do @ np.swapaxes(p.v, -1, -2)  # [..., n_q, d_v] @ [..., d_v, n_k] -> [..., n_q, n_k]
+    delta = np.sum(do * output, axis=-1, keepdims=True)  # [..., n_q, 1] rowsum(dO ∘ O) = Σ_j P_ij dP_ij
+    ds = weights * (dp - delta)  # [..., n_q, n_k] dS: zero wherever P is (forbidden pairs, empty rows)
+    dz = ds
+    if options.softcap is not None:  # d/dZ cap · tanh(Z / cap) = 1 − tanh²(Z / cap)
+        dz = ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2)
+    dq = dz @ km * p.factor  # [..., n_q, n_k] @ [..., n_k, d_k] -> [..., n_q, d_k]
+    dk = np.swapaxes(dz, -1, -2) @ qm * p.factor  # [..., n_k, n_q] @ [..., n_q, d_k] -> [..., n_k, d_k]
+
+    dq = p.ungroup(dq)  # [..., H_q, n_q, d_k]
+    dk, dv = _ungroup_kv(dk, p), _ungroup_kv(dv, p)  # [..., H_kv, n_k, d]: summed over each group
+    if options.similarity == "cosine":
+        dq, dk = _through_unit_rows(dq, p.ungroup(p.q)), _through_unit_rows(dk, _ungroup_kv(p.k, p))
+    if options.rope is not None:  # RoPE's rotation is orthogonal: turn back by minus the angle
+        n_q, n_k = p.n_q, p.n_k
+        dq = rotate(dq, -query_positions(n_q, n_k, options.rope), options.rope)
+        dk = rotate(dk, -np.arange(n_k), options.rope)
+
+    dsinks = None
+    if options.sinks is not None and p.sinks is not None:
+        sink_weight = 1.0 - weights.sum(axis=-1, keepdims=True)  # [..., n_q, 1] p_s
+        per_head = p.ungroup(np.sum(-sink_weight * delta, axis=-2, keepdims=True))  # [..., H_q, 1, 1]
+        dsinks = _sum_to(per_head[..., 0, 0], options.sinks.shape)
+    dbias = None
+    if options.bias is not None:
+        dbias = _sum_to(p.ungroup(ds), options.bias.shape)
+    return Grads(_sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape),
+                 dsinks, dbias, p.ungroup(output))
+
+
+def _float64(options: AttentionOptions) -> AttentionOptions:
+    """The options with their arrays in float64, so that every step runs in float64."""
+    changes = {name: np.asarray(getattr(options, name), dtype=np.float64)
+               for name in ("bias", "sinks", "alibi_slopes") if getattr(options, name) is not None}
+    return options.but(**changes) if changes else options
+
+
+def _group(x: np.ndarray, p: Problem) -> np.ndarray:
+    """[..., H_q, n, m] -> [..., H_kv, group, n, m] to meet grouped Q; unchanged without grouping."""
+    if p.group == 1:
+        return x
+    return x.reshape(*x.shape[:-3], x.shape[-3] // p.group, p.group, *x.shape[-2:])
+
+
+def _ungroup_kv(x: np.ndarray, p: Problem) -> np.ndarray:
+    """[..., H_kv, group, n_k, m] -> [..., H_kv, n_k, m]: a K/V head's gradient is the sum
+    over the query heads of its group (what a kernel forgets when it drops the sum)."""
+    if p.group == 1:
+        return x
+    return x.sum(axis=-3)
+
+
+def _through_unit_rows(du: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """The gradient of u = x / |x| taken back to x: (du − u (u · du)) / |x|, row by row."""
+    norm = np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.finfo(x.dtype).tiny)  # [..., n, 1]
+    u = x / norm
+    return (du - u * np.sum(u * du, axis=-1, keepdims=True)) / norm
+
+
+def _sum_to(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """x summed over the axes an input of ``shape`` was broadcast along, back to ``shape``."""
+    extra = x.ndim - len(shape)
+    if extra > 0:
+        x = x.sum(axis=tuple(range(extra)))
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
+    if axes:
+        x = x.sum(axis=axes, keepdims=True)
+    return x.reshape(shape)

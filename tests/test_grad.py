@@ -1,0 +1,173 @@
+"""The backward pass (core/grad.py) against central finite differences of the
+forward reference in float64, for every variant and their combinations, and
+against PyTorch autograd: pinned numbers (scripts/make_grad_refs.py), and
+live when torch is importable."""
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from attncli import AttentionOptions, attention, attention_grad
+from attncli.core.options import Rope
+
+DATA = Path(__file__).parent / "data" / "grad_refs.npz"
+STEP = 1e-6
+
+
+def loss(q, k, v, dout, options):
+    """Σ O ∘ dO: its gradient with respect to the inputs is what attention_grad gives."""
+    out, _ = attention(q, k, v, options, implementation="reference")
+    return float(np.sum(out * dout))
+
+
+def numeric(f, x):
+    """Central differences of f at x, one cell at a time: [x's shape]."""
+    grad = np.zeros_like(x)
+    for idx in np.ndindex(x.shape):
+        old = x[idx]
+        x[idx] = old + STEP
+        up = f()
+        x[idx] = old - STEP
+        down = f()
+        x[idx] = old
+        grad[idx] = (up - down) / (2 * STEP)
+    return grad
+
+
+def relative_error(got, want):
+    return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-300))
+
+
+def problem(seed, h_q=2, h_kv=2, n_q=3, n_k=4, d_k=4, d_v=3):
+    rng = np.random.default_rng(seed)
+    q = rng.normal(size=(h_q, n_q, d_k))
+    k = rng.normal(size=(h_kv, n_k, d_k))
+    v = rng.normal(size=(h_kv, n_k, d_v))
+    dout = rng.normal(size=(h_q, n_q, d_v))
+    return q, k, v, dout
+
+
+EMPTY_ROW = np.array([[True, True, False, True], [False, False, False, False], [True, False, True, True]])
+
+VARIANTS = {
+    "plain": {},
+    "scale and temperature": {"scale": 0.7, "temperature": 1.6},
+    "causal top-left": {"causal": "top-left"},
+    "causal bottom-right": {"causal": "bottom-right"},
+    "window": {"window": (1, 0)},
+    "mask with an empty row": {"mask": EMPTY_ROW},
+    "softcap": {"softcap": 0.8},
+    "alibi": {"alibi": True},
+    "rope neox": {"rope": Rope("neox")},
+    "rope gptj, partial": {"rope": Rope("gptj", theta=100.0, dim=2, offset=3)},
+    "cosine": {"similarity": "cosine", "scale": 3.0},
+    "sinks": {"sinks": np.array([0.3, -0.5])},
+    "sinks and an empty row": {"sinks": np.array([0.3, -0.5]), "mask": EMPTY_ROW},
+    "everything": {"softcap": 1.5, "alibi": True, "rope": Rope("neox"), "sinks": np.array([0.2, 1.0]),
+                   "causal": "bottom-right", "window": (2, -1), "temperature": 0.8},
+}
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("heads", [(2, 2), (4, 2)], ids=["mha", "gqa"])
+def test_gradients_match_finite_differences(name, heads):
+    q, k, v, dout = problem(len(name), *heads)
+    settings = dict(VARIANTS[name])
+    if "sinks" in settings and heads[0] == 4:
+        settings["sinks"] = np.array([0.3, -0.5, 1.2, 0.0])
+    options = AttentionOptions(**settings)
+    grads = attention_grad(q, k, v, dout, options)
+    for x, got in ((q, grads.dq), (k, grads.dk), (v, grads.dv)):
+        assert got.shape == x.shape
+        want = numeric(lambda: loss(q, k, v, dout, options), x)
+        assert relative_error(got, want) <= 1e-6
+    if options.sinks is not None:
+        sinks = np.array(options.sinks, dtype=np.float64)
+        want = numeric(lambda: loss(q, k, v, dout, options.but(sinks=sinks)), sinks)
+        assert grads.dsinks is not None and relative_error(grads.dsinks, want) <= 1e-6
+
+
+def test_bias_gradient_is_ds_summed_over_what_it_broadcast_along():
+    q, k, v, dout = problem(7, 4, 2)
+    bias = np.random.default_rng(8).normal(size=(3, 4))  # one [n_q, n_k] bias for every head
+    bias[1, 2] = -np.inf  # a forbidden pair: no gradient
+    grads = attention_grad(q, k, v, dout, AttentionOptions(bias=bias, softcap=2.0))
+    finite = bias.copy()
+    finite[1, 2] = 0.0
+
+    def f():
+        return loss(q, k, v, dout, AttentionOptions(bias=np.where(np.isinf(bias), -np.inf, finite), softcap=2.0))
+
+    want = numeric(f, finite)
+    assert grads.dbias is not None and grads.dbias.shape == (3, 4)
+    assert grads.dbias[1, 2] == 0.0
+    assert relative_error(grads.dbias, want) <= 1e-6
+
+
+def test_fully_masked_rows_get_zero_gradients():
+    q, k, v, dout = problem(3)
+    grads = attention_grad(q, k, v, dout, AttentionOptions(mask=EMPTY_ROW))
+    assert not grads.dq[:, 1].any()
+    assert np.isfinite(grads.dk).all() and np.isfinite(grads.dv).all()
+
+
+def test_broadcast_query_and_a_dout_of_the_wrong_shape():
+    rng = np.random.default_rng(2)
+    q, k, v = rng.normal(size=(3, 4)), rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 5, 2))
+    dout = rng.normal(size=(2, 3, 2))
+    grads = attention_grad(q, k, v, dout)
+    assert grads.dq.shape == (3, 4)
+    want = numeric(lambda: loss(q, k, v, dout, AttentionOptions()), q)
+    assert relative_error(grads.dq, want) <= 1e-6
+    from attncli.errors import ShapeError
+
+    with pytest.raises(ShapeError, match="dO is 3×2 but the output is 2×3×2"):
+        attention_grad(q, k, v, dout[0])
+
+
+def pinned_cases():
+    if not DATA.exists():
+        return []
+    with np.load(DATA) as data:
+        return sorted({key.split(".")[0] for key in data.files})
+
+
+def options_of(data, name):
+    settings = json.loads(str(data[f"{name}.options"]))
+    if "rope" in settings:
+        settings["rope"] = Rope(*settings["rope"])
+    if "window" in settings:
+        settings["window"] = tuple(settings["window"])
+    for array in ("mask", "bias", "sinks"):
+        if f"{name}.{array}" in data.files:
+            settings[array] = data[f"{name}.{array}"]
+    return AttentionOptions(**settings)
+
+
+@pytest.mark.parametrize("name", pinned_cases())
+def test_pinned_pytorch_autograd(name):
+    with np.load(DATA) as data:
+        options = options_of(data, name)
+        grads = attention_grad(data[f"{name}.q"], data[f"{name}.k"], data[f"{name}.v"], data[f"{name}.dout"], options)
+        for key, got in grads.named().items():
+            want = data[f"{name}.{key}"]
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10, err_msg=f"{name} {key}")
+
+
+def test_the_pins_cover_the_variants():
+    names = pinned_cases()
+    assert len(names) >= 8
+
+
+def test_live_sdpa_with_enable_gqa():
+    torch = pytest.importorskip("torch")
+    q, k, v, dout = problem(11, 4, 2, 5, 6, 8, 3)
+    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True, enable_gqa=True)
+    out.backward(torch.tensor(dout))
+    grads = attention_grad(q, k, v, dout, AttentionOptions(causal="top-left"))
+    for got, want in ((grads.dq, tq.grad), (grads.dk, tk.grad), (grads.dv, tv.grad)):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-10)
