@@ -217,6 +217,15 @@ CATALOGUE = [
      "{d}/out.npy: holds int64 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
     ("check stdin twice", {}, ["check", "-", "-", "k", "v"], 2,
      "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"),
+    # ---------------------------------------------------------------- attn grad
+    ("grad without dout", TENSORS, ["grad", *T], 2,
+     "attn grad needs the output's gradient dO (give --dout FILE, or a bundle entry dout)"),
+    ("grad dout of another shape", {**TENSORS, "do.npy": npy(np.ones((1, 4, 3, 7)))},
+     ["grad", *T, "--dout", "{d}/do.npy"], 1,
+     "dO is 1×4×3×7 but the output is 1×4×3×8 (give the gradient of the output, one number per output cell)"),
+    ("grad emit of a gradient not computed", {**TENSORS, "do.npy": npy(np.ones((1, 4, 3, 8)))},
+     ["grad", *T, "--dout", "{d}/do.npy", "-f", "npy", "--emit", "dsinks"], 2,
+     "--emit dsinks: this command writes dq or dk or dv"),
     # ---------------------------------------------------------------- YAML / JSON
     ("YAML boolean", {"b.yaml": "q: [[1, 2]]\nk: [[1, yes]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:2: k: row 1, column 2: 'yes' is not a number (YAML reads it as true/false)"),

@@ -171,3 +171,50 @@ def test_live_sdpa_with_enable_gqa():
     grads = attention_grad(q, k, v, dout, AttentionOptions(causal="top-left"))
     for got, want in ((grads.dq, tq.grad), (grads.dk, tk.grad), (grads.dv, tv.grad)):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-10)
+
+
+# ---------------------------------------------------------------- attn grad
+
+
+def test_attn_grad_writes_every_gradient_in_one_npz(attn, tmp_path):
+    q, k, v, dout = problem(5, 4, 2)
+    sinks = np.array([0.1, 0.2, -0.3, 0.4])
+    for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout), ("sinks", sinks)):
+        np.save(tmp_path / f"{name}.npy", x)
+    files = [tmp_path / f"{name}.npy" for name in "qkv"]
+    result = attn("grad", *files, "--dout", tmp_path / "dout.npy", "--sinks", tmp_path / "sinks.npy",
+                  "--causal", "--softcap", "2", "-f", "npz")
+    assert result.exit_code == 0, result.output
+    import io
+
+    written = np.load(io.BytesIO(result.stdout_bytes))
+    want = attention_grad(q, k, v, dout, AttentionOptions(causal="top-left", softcap=2.0, sinks=sinks))
+    assert sorted(written.files) == ["dk", "dq", "dsinks", "dv"]
+    for name, g in want.named().items():
+        np.testing.assert_array_equal(written[name], g)
+
+
+def test_attn_grad_reads_dout_from_a_bundle_and_writes_json(attn, tmp_path):
+    q, k, v, dout = problem(6, 2, 2)
+    np.savez(tmp_path / "case.npz", q=q, k=k, v=v, dout=dout)
+    data, notes = attn.json_and_notes("grad", tmp_path / "case.npz", "--window", "1,0")
+    want = attention_grad(q, k, v, dout, AttentionOptions(window=(1, 0)))
+    assert notes == []
+    for name in ("dq", "dk", "dv"):
+        np.testing.assert_array_equal(np.array(data[name]), want.named()[name])
+    assert data["shapes"] == {"dq": [2, 3, 4], "dk": [2, 4, 4], "dv": [2, 4, 3]}
+
+
+def test_attn_grad_bshd_layout_and_a_table(attn, tmp_path):
+    q, k, v, dout = problem(9, 2, 2)
+    for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout)):
+        np.save(tmp_path / f"{name}.npy", np.swapaxes(x, 0, 1))  # [seq, heads, dim]
+    files = [tmp_path / f"{name}.npy" for name in "qkv"]
+    result = attn("grad", *files, "--dout", tmp_path / "dout.npy", "--layout", "bshd", "-f", "npy", "--emit", "dk")
+    assert result.exit_code == 0, result.output
+    import io
+
+    dk = np.load(io.BytesIO(result.stdout_bytes))
+    np.testing.assert_array_equal(dk, np.swapaxes(attention_grad(q, k, v, dout).dk, 0, 1))
+    table = attn("grad", *files, "--dout", tmp_path / "dout.npy", "--layout", "bshd", "-f", "table")
+    assert table.exit_code == 0 and "head 1: dv" in table.stdout
