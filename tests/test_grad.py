@@ -218,3 +218,93 @@ def test_attn_grad_bshd_layout_and_a_table(attn, tmp_path):
     np.testing.assert_array_equal(dk, np.swapaxes(attention_grad(q, k, v, dout).dk, 0, 1))
     table = attn("grad", *files, "--dout", tmp_path / "dout.npy", "--layout", "bshd", "-f", "table")
     assert table.exit_code == 0 and "head 1: dv" in table.stdout
+
+
+# ---------------------------------------------------------------- check_grads: the rule on each gradient
+
+
+def low_precision_case(seed=21):
+    rng = np.random.default_rng(seed)
+    q, k, v = rng.normal(size=(1, 4, 16, 16)), rng.normal(size=(1, 2, 24, 16)), rng.normal(size=(1, 2, 24, 8))
+    dout = rng.normal(size=(1, 4, 16, 8))
+    options = AttentionOptions(causal="bottom-right", softcap=3.0, sinks=np.array([0.5, -1.0, 0.0, 1.5]),
+                               rope=Rope("neox"))
+    return q, k, v, dout, options
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+def test_check_grads_passes_correct_low_precision_gradients(dtype):
+    import ml_dtypes
+
+    from attncli.core.check import check_grads
+
+    real = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    q, k, v, dout, options = low_precision_case()
+    grads = {name: g.astype(real) for name, g in attention_grad(q, k, v, dout, options).named().items()}
+    verdicts = check_grads(grads, *(x.astype(real) for x in (q, k, v, dout)), options)
+    assert sorted(verdicts) == ["dk", "dq", "dsinks", "dv"]
+    assert all(verdict.passed for verdict in verdicts.values()), {n: (v.max_error, v.tolerance)
+                                                                  for n, v in verdicts.items()}
+
+
+def planted(name, q, k, v, dout, options):
+    """Gradients in float16 with one known bug."""
+    grads = attention_grad(q, k, v, dout, options).named()
+    if name == "dK not summed over the GQA group":  # one query head's share of each K/V head
+        per_query_head = attention_grad(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1), dout, options)
+        grads["dk"] = per_query_head.dk[:, ::2]
+    elif name == "sink gradient dropped":
+        grads["dsinks"] = np.zeros_like(grads["dsinks"])
+    elif name == "softcap derivative missing":  # dQ = dS K · scale, without (1 − tanh²(Z / cap))
+        from attncli.core.positions import query_positions, rotate
+
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        zero_bias = np.zeros((1, 4, n_q, n_k))  # one per head, so that dbias = dS per head
+        ds = attention_grad(q, k, v, dout, options.but(bias=zero_bias)).dbias
+        k_rotated = np.repeat(rotate(k, np.arange(n_k), options.rope), 2, axis=1)  # [1, 4, n_k, d_k]
+        dq_rotated = ds @ k_rotated / np.sqrt(q.shape[-1])
+        grads["dq"] = rotate(dq_rotated, -query_positions(n_q, n_k, options.rope), options.rope)
+    return {name: np.asarray(g).astype(np.float16) for name, g in grads.items()}
+
+
+@pytest.mark.parametrize("bug, gradient", [("dK not summed over the GQA group", "dk"),
+                                           ("sink gradient dropped", "dsinks"),
+                                           ("softcap derivative missing", "dq")])
+def test_check_grads_fails_planted_bugs(bug, gradient):
+    from attncli.core.check import check_grads
+
+    q, k, v, dout, options = low_precision_case()
+    verdicts = check_grads(planted(bug, q, k, v, dout, options), *(x.astype(np.float16) for x in (q, k, v, dout)),
+                           options)
+    failed = sorted(name for name, verdict in verdicts.items() if not verdict.passed)
+    assert gradient in failed
+    assert verdicts[gradient].max_error > 5 * verdicts[gradient].tolerance
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_check_grads_passes_pytorch_sdpa_backward_live(dtype):
+    torch = pytest.importorskip("torch")
+    from attncli.core.check import check_grads
+
+    rng = np.random.default_rng(4)
+    q, k, v = rng.normal(size=(1, 4, 16, 16)), rng.normal(size=(1, 2, 24, 16)), rng.normal(size=(1, 2, 24, 8))
+    dout = rng.normal(size=(1, 4, 16, 8))
+    cast = getattr(torch, dtype)
+    tq, tk, tv = (torch.tensor(x).to(cast).requires_grad_() for x in (q, k, v))
+    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True, enable_gqa=True)
+    out.backward(torch.tensor(dout).to(cast))
+
+    def as_numpy(t):
+        return t.detach().float().numpy().astype(ml_dtypes_of(dtype))
+
+    grads = {"dq": as_numpy(tq.grad), "dk": as_numpy(tk.grad), "dv": as_numpy(tv.grad)}
+    inputs = [as_numpy(torch.tensor(x).to(cast)) for x in (q, k, v, dout)]
+    verdicts = check_grads(grads, *inputs, AttentionOptions(causal="top-left"))
+    assert all(verdict.passed for verdict in verdicts.values()), {n: (v.max_error, v.tolerance)
+                                                                  for n, v in verdicts.items()}
+
+
+def ml_dtypes_of(name):
+    import ml_dtypes
+
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)

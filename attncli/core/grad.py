@@ -26,7 +26,8 @@ per call (the blocked backward is not written yet).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -69,30 +70,39 @@ def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray
     """
     options = options or AttentionOptions()
     q, k, v, dout = (np.asarray(m, dtype=np.float64) for m in (q, k, v, dout))
-    p = prepare(q, k, v, _float64(options))  # Q, K rotated (RoPE); heads grouped (GQA)
+    return backward(q, k, v, dout, _float64(options))
+
+
+def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, options: AttentionOptions,
+             rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x) -> Grads:
+    """The closed form in the inputs' dtype, each step passed through ``rounded``:
+    the identity for the float64 reference; for ``attn check --grad``'s naive
+    baseline, rounding to a low-precision dtype (``core.check.rounding``)."""
+    p = prepare(q, k, v, options)  # Q, K rotated (RoPE); heads grouped (GQA)
+    p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # as a kernel stores them
     out_shape = p.ungroup(np.empty(p.out_shape, dtype=np.int8)).shape  # [..., H_q, n_q, d_v]
     if dout.shape != out_shape:
         raise ShapeError(f"dO is {shape_text(dout)} but the output is {shape_text(out_shape)}",
                          hint="give the gradient of the output, one number per output cell")
-    do = _group(dout, p)  # [..., (H_kv, group,) n_q, d_v]
+    do = _group(rounded(dout), p)  # [..., (H_kv, group,) n_q, d_v]
 
     qm, km = p.q, p.k  # [..., n_q, d_k], [..., n_k, d_k] as they met (unit rows for cosine)
     if options.similarity == "cosine":
-        qm, km = unit_rows(qm), unit_rows(km)
-    z = scores(p, factor=p.factor)  # [..., n_q, n_k] Z = q·k · scale / temperature
+        qm, km = rounded(unit_rows(qm)), rounded(unit_rows(km))
+    z = rounded(scores(p, factor=p.factor))  # [..., n_q, n_k] Z = q·k · scale / temperature
     logits, _ = combine(z.copy(), p)  # [..., n_q, n_k] softcap(Z) + bias + ALiBi, −inf where forbidden
-    weights = softmax(logits, sink=p.sinks)  # [..., n_q, n_k] P
-    output = weights @ p.v  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v] O
+    weights = rounded(softmax(rounded(logits), sink=p.sinks))  # [..., n_q, n_k] P
+    output = rounded(weights @ p.v)  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v] O
 
-    dv = np.swapaxes(weights, -1, -2) @ do  # [..., n_k, n_q] @ [..., n_q, d_v] -> [..., n_k, d_v]
-    dp = do @ np.swapaxes(p.v, -1, -2)  # [..., n_q, d_v] @ [..., d_v, n_k] -> [..., n_q, n_k]
-    delta = np.sum(do * output, axis=-1, keepdims=True)  # [..., n_q, 1] rowsum(dO ∘ O) = Σ_j P_ij dP_ij
-    ds = weights * (dp - delta)  # [..., n_q, n_k] dS: zero wherever P is (forbidden pairs, empty rows)
+    dv = rounded(np.swapaxes(weights, -1, -2) @ do)  # [..., n_k, n_q] @ [..., n_q, d_v] -> [..., n_k, d_v]
+    dp = rounded(do @ np.swapaxes(p.v, -1, -2))  # [..., n_q, d_v] @ [..., d_v, n_k] -> [..., n_q, n_k]
+    delta = rounded(np.sum(do * output, axis=-1, keepdims=True))  # [..., n_q, 1] rowsum(dO ∘ O) = Σ_j P_ij dP_ij
+    ds = rounded(weights * (dp - delta))  # [..., n_q, n_k] dS: zero wherever P is (forbidden pairs, empty rows)
     dz = ds
     if options.softcap is not None:  # d/dZ cap · tanh(Z / cap) = 1 − tanh²(Z / cap)
-        dz = ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2)
-    dq = dz @ km * p.factor  # [..., n_q, n_k] @ [..., n_k, d_k] -> [..., n_q, d_k]
-    dk = np.swapaxes(dz, -1, -2) @ qm * p.factor  # [..., n_k, n_q] @ [..., n_q, d_k] -> [..., n_k, d_k]
+        dz = rounded(ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2))
+    dq = rounded(dz @ km * p.factor)  # [..., n_q, n_k] @ [..., n_k, d_k] -> [..., n_q, d_k]
+    dk = rounded(np.swapaxes(dz, -1, -2) @ qm * p.factor)  # [..., n_k, n_q] @ [..., n_q, d_k] -> [..., n_k, d_k]
 
     dq = p.ungroup(dq)  # [..., H_q, n_q, d_k]
     dk, dv = _ungroup_kv(dk, p), _ungroup_kv(dv, p)  # [..., H_kv, n_k, d]: summed over each group
