@@ -308,3 +308,32 @@ def ml_dtypes_of(name):
     import ml_dtypes
 
     return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+# ---------------------------------------------------------------- attn check --grad
+
+
+def test_attn_check_grad_passes_attn_grad_and_names_a_planted_bug(attn, tmp_path):
+    import io
+
+    q, k, v, dout, options = low_precision_case()
+    for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout)):
+        np.save(tmp_path / f"{name}.npy", x.astype(np.float16))
+    np.save(tmp_path / "sinks.npy", options.sinks)
+    inputs = [tmp_path / f"{name}.npy" for name in "qkv"]
+    flags = ["--dout", tmp_path / "dout.npy", "--sinks", tmp_path / "sinks.npy", "--causal-align", "bottom-right",
+             "--softcap", "3", "--rope", "neox"]
+    written = attn("grad", *inputs, *flags, "-f", "npz")
+    assert written.exit_code == 0, written.output
+    grads = dict(np.load(io.BytesIO(written.stdout_bytes)))
+    np.savez(tmp_path / "good.npz", **{name: g.astype(np.float16) for name, g in grads.items()})
+    data = attn.json("check", "--grad", tmp_path / "good.npz", *inputs, *flags)
+    assert data["passed"] and sorted(data["gradients"]) == ["dk", "dq", "dsinks", "dv"]
+    np.savez(tmp_path / "bad.npz", **planted("dK not summed over the GQA group", q, k, v, dout, options))
+    result = attn("check", "--grad", tmp_path / "bad.npz", *inputs, *flags, "-f", "json")
+    assert result.exit_code == 3
+    assert result.stderr.startswith(f"attn: error: {tmp_path}/bad.npz: dk disagrees with the reference")
+    assert " at batch 0, head " in result.stderr and ", key " in result.stderr
+    assert json.loads(result.stdout)["gradients"]["dk"]["passed"] is False
+    loose = attn("check", "--grad", tmp_path / "bad.npz", *inputs, *flags, "--grad-factor", "dk=1000", "-f", "json")
+    assert loose.exit_code == 0, loose.output

@@ -162,6 +162,19 @@ def load_problem(files: list[str], attention: AttentionFlags = FROM_OPTIONS, tex
                    arrays=arrays, layout=layout)
 
 
+def output_gradient(problem: Problem, dout: str | None, text: TextSettings = BY_FILE):
+    """dO for a backward pass (``attn grad``, ``attn check --grad``): the file --dout names, else
+    the bundle's ``dout`` (load with ``wanted=("dout",)``); [..., heads, n_q, d_v] whatever the layout."""
+    if dout is not None:
+        values = read_matrix_named(dout, text, tensors=True).values
+    elif "dout" in problem.arrays:
+        values = problem.arrays["dout"].values
+    else:
+        raise UsageError("the backward pass needs the output's gradient dO",
+                         hint="give --dout FILE, or a bundle entry dout")
+    return to_layout(values, problem.layout)
+
+
 def values_per_key(v: Matrix, k: Matrix) -> Matrix:
     """V written as a flat list (or a 1-D array) of one number per key, as
     seed 000's ``v: [10, 5, 2]`` and the Python API's 1-D v: a column, n_k×1."""

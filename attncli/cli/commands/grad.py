@@ -24,8 +24,7 @@ from attncli.cli.options import (
     read_options,
 )
 from attncli.cli.paths import check_outputs
-from attncli.cli.qkv import load_problem, slice_of, slices, to_layout, variant_data
-from attncli.errors import UsageError
+from attncli.cli.qkv import load_problem, output_gradient, slice_of, slices, variant_data
 
 if TYPE_CHECKING:
     from attncli.cli.qkv import Problem
@@ -85,20 +84,12 @@ def grad(
     --bias their gradients dsinks and dbias are given too. On a terminal: a table per
     gradient and head; in a pipe, JSON; npz and safetensors hold one entry per gradient.
     """
-    from attncli.cli.reading import read_matrix_named
     from attncli.core.grad import attention_grad
 
     check_outputs({}, [*files, *attention.files(), *([dout] if dout is not None else [])])
     problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
-    if dout is not None:
-        d_out = read_matrix_named(dout, reading.settings(), tensors=True).values
-    elif "dout" in problem.arrays:
-        d_out = problem.arrays["dout"].values
-    else:
-        raise UsageError("attn grad needs the output's gradient dO",
-                         hint="give --dout FILE, or a bundle entry dout")
-    grads = attention_grad(problem.q.values, problem.k.values, problem.v.values, to_layout(d_out, layout),
-                           problem.options)
+    grads = attention_grad(problem.q.values, problem.k.values, problem.v.values,
+                           output_gradient(problem, dout, reading.settings()), problem.options)
     emit(grad_result(problem, grads, precision, batch, head), fmt, emit_which.value)
 
 
