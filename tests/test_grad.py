@@ -337,3 +337,38 @@ def test_attn_check_grad_passes_attn_grad_and_names_a_planted_bug(attn, tmp_path
     assert json.loads(result.stdout)["gradients"]["dk"]["passed"] is False
     loose = attn("check", "--grad", tmp_path / "bad.npz", *inputs, *flags, "--grad-factor", "dk=1000", "-f", "json")
     assert loose.exit_code == 0, loose.output
+
+
+@pytest.mark.parametrize("name", list(VARIANTS))
+@pytest.mark.parametrize("heads", [(2, 2), (4, 2)], ids=["mha", "gqa"])
+def test_blocked_backward_is_the_whole_one(name, heads):
+    q, k, v, dout = problem(len(name) + 1, *heads, n_q=5, n_k=7)
+    settings = dict(VARIANTS[name])
+    settings.pop("mask", None)  # EMPTY_ROW is 3 × 4: here an empty row of its own
+    settings["mask"] = np.ones((5, 7), dtype=bool)
+    settings["mask"][2] = False
+    if "sinks" in settings:
+        settings["sinks"] = np.linspace(-1, 1, heads[0])
+    settings["bias"] = np.random.default_rng(3).normal(size=(5, 7))
+    options = AttentionOptions(**settings)
+    whole = attention_grad(q, k, v, dout, options).named()
+    for block in (1, 2, 3):
+        blocked = attention_grad(q, k, v, dout, options, block=block).named()
+        assert sorted(blocked) == sorted(whole)
+        for key, g in whole.items():
+            np.testing.assert_allclose(blocked[key], g, rtol=1e-12, atol=1e-13, err_msg=f"{key} block {block}")
+
+
+def test_long_inputs_go_in_blocks(monkeypatch):
+    import attncli.core.grad as grad
+
+    seen = []
+    original = grad._blocked
+    monkeypatch.setattr(grad, "WHOLE_CELLS", 10)
+    monkeypatch.setattr(grad, "BLOCK", 2)
+    monkeypatch.setattr(grad, "_blocked", lambda *a: seen.append(a[-1]) or original(*a))
+    q, k, v, dout = problem(1)
+    got, whole = attention_grad(q, k, v, dout), grad.backward(q, k, v, dout, AttentionOptions())
+    assert seen == [2]
+    for key, g in whole.named().items():
+        np.testing.assert_allclose(got.named()[key], g, rtol=1e-12, atol=1e-13)

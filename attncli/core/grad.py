@@ -26,6 +26,7 @@ per call (the blocked backward is not written yet).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -60,24 +61,36 @@ class Grads:
         return out
 
 
+# Up to this many logits (every head's n_q × n_k, 32 MiB in float64) the backward
+# pass holds them whole; past it, it goes in blocks of BLOCK queries × BLOCK keys.
+WHOLE_CELLS = 1 << 22
+BLOCK = 256
+
+
 def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray,
-                   options: AttentionOptions | None = None) -> Grads:
+                   options: AttentionOptions | None = None, *, block: int | None = None) -> Grads:
     """dQ, dK, dV (and dsinks, dbias) of attention for the output gradient dO.
 
     [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v],
     dO [..., H_q, n_q, d_v] -> Grads, each gradient in its input's shape,
-    in float64 whatever the inputs' dtype.
+    in float64 whatever the inputs' dtype. ``block``: queries and keys per block
+    (FlashAttention's backward, never holding n_q × n_k); None: whole matrices
+    up to WHOLE_CELLS logits, else blocks of BLOCK.
     """
     options = options or AttentionOptions()
     q, k, v, dout = (np.asarray(m, dtype=np.float64) for m in (q, k, v, dout))
-    return backward(q, k, v, dout, _float64(options))
+    if block is None and q.ndim >= 2 and k.ndim >= 2:
+        heads = max(math.prod(q.shape[:-2]), math.prod(k.shape[:-2]))
+        block = BLOCK if heads * q.shape[-2] * k.shape[-2] > WHOLE_CELLS else None
+    return backward(q, k, v, dout, _float64(options), block=block)
 
 
 def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, options: AttentionOptions,
-             rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x) -> Grads:
+             rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x, block: int | None = None) -> Grads:
     """The closed form in the inputs' dtype, each step passed through ``rounded``:
     the identity for the float64 reference; for ``attn check --grad``'s naive
-    baseline, rounding to a low-precision dtype (``core.check.rounding``)."""
+    baseline, rounding to a low-precision dtype (``core.check.rounding``).
+    ``block``: in blocks of that many queries and keys (``_blocked``, unrounded)."""
     p = prepare(q, k, v, options)  # Q, K rotated (RoPE); heads grouped (GQA)
     p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # as a kernel stores them
     out_shape = p.ungroup(np.empty(p.out_shape, dtype=np.int8)).shape  # [..., H_q, n_q, d_v]
@@ -89,6 +102,38 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     qm, km = p.q, p.k  # [..., n_q, d_k], [..., n_k, d_k] as they met (unit rows for cosine)
     if options.similarity == "cosine":
         qm, km = rounded(unit_rows(qm)), rounded(unit_rows(km))
+    if block is None:
+        dq, dk, dv, ds, sink_terms, output = _whole(p, qm, km, do, options, rounded)
+    else:
+        dq, dk, dv, ds, sink_terms, output = _blocked(p, qm, km, do, options, block)
+
+    dq = p.ungroup(dq)  # [..., H_q, n_q, d_k]
+    dk, dv = _ungroup_kv(dk, p), _ungroup_kv(dv, p)  # [..., H_kv, n_k, d]: summed over each group
+    if options.similarity == "cosine":
+        dq, dk = _through_unit_rows(dq, p.ungroup(p.q)), _through_unit_rows(dk, _ungroup_kv(p.k, p))
+    if options.rope is not None:  # RoPE's rotation is orthogonal: turn back by minus the angle
+        n_q, n_k = p.n_q, p.n_k
+        dq = rotate(dq, -query_positions(n_q, n_k, options.rope), options.rope)
+        dk = rotate(dk, -np.arange(n_k), options.rope)
+
+    dsinks = None
+    if options.sinks is not None and sink_terms is not None:
+        per_head = p.ungroup(np.sum(sink_terms, axis=-2, keepdims=True))  # [..., H_q, 1, 1]
+        dsinks = _sum_to(per_head[..., 0, 0], options.sinks.shape)
+    dbias = None
+    if options.bias is not None and ds is not None:
+        dbias = _sum_to(p.ungroup(ds), options.bias.shape)
+    return Grads(_sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape),
+                 dsinks, dbias, p.ungroup(output))
+
+
+Raw = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray]
+
+
+def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
+           rounded: Callable[[np.ndarray], np.ndarray]) -> Raw:
+    """The closed form on whole n_q × n_k matrices -> grouped dQ, dK, dV (before RoPE
+    and cosine are undone), dS, each row's sink term −p_s · rowsum(dO ∘ O), and O."""
     z = rounded(scores(p, factor=p.factor))  # [..., n_q, n_k] Z = q·k · scale / temperature
     logits, _ = combine(z.copy(), p)  # [..., n_q, n_k] softcap(Z) + bias + ALiBi, −inf where forbidden
     weights = rounded(softmax(rounded(logits), sink=p.sinks))  # [..., n_q, n_k] P
@@ -104,26 +149,75 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     dq = rounded(dz @ km * p.factor)  # [..., n_q, n_k] @ [..., n_k, d_k] -> [..., n_q, d_k]
     dk = rounded(np.swapaxes(dz, -1, -2) @ qm * p.factor)  # [..., n_k, n_q] @ [..., n_q, d_k] -> [..., n_k, d_k]
 
-    dq = p.ungroup(dq)  # [..., H_q, n_q, d_k]
-    dk, dv = _ungroup_kv(dk, p), _ungroup_kv(dv, p)  # [..., H_kv, n_k, d]: summed over each group
-    if options.similarity == "cosine":
-        dq, dk = _through_unit_rows(dq, p.ungroup(p.q)), _through_unit_rows(dk, _ungroup_kv(p.k, p))
-    if options.rope is not None:  # RoPE's rotation is orthogonal: turn back by minus the angle
-        n_q, n_k = p.n_q, p.n_k
-        dq = rotate(dq, -query_positions(n_q, n_k, options.rope), options.rope)
-        dk = rotate(dk, -np.arange(n_k), options.rope)
+    sink_terms = None
+    if p.sinks is not None:
+        sink_terms = -(1.0 - weights.sum(axis=-1, keepdims=True)) * delta  # [..., n_q, 1] −p_s · rowsum(dO ∘ O)
+    return dq, dk, dv, ds, sink_terms, output
 
-    dsinks = None
-    if options.sinks is not None and p.sinks is not None:
-        sink_weight = 1.0 - weights.sum(axis=-1, keepdims=True)  # [..., n_q, 1] p_s
-        per_head = p.ungroup(np.sum(-sink_weight * delta, axis=-2, keepdims=True))  # [..., H_q, 1, 1]
-        dsinks = _sum_to(per_head[..., 0, 0], options.sinks.shape)
-    dbias = None
-    if options.bias is not None:
-        dbias = _sum_to(p.ungroup(ds), options.bias.shape)
-    return Grads(_sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape),
-                 dsinks, dbias, p.ungroup(output))
 
+def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
+             block: int) -> Raw:
+    """The same in blocks of ``block`` queries × ``block`` keys, never holding n_q × n_k
+    (but for dS when a bias is given: dbias is its size). Three passes over the keys
+    of each query block, recomputing the scores: the row's max and sum (its softmax
+    denominator), then P and dP give dV and rowsum(P ∘ dP) = rowsum(dO ∘ O), then dS
+    gives dQ and dK. -> what ``_whole`` returns."""
+    lead = p.logits_shape[:-2]
+    n_q, n_k = p.n_q, p.n_k
+    dq = np.zeros(lead + (n_q, qm.shape[-1]))
+    dk = np.zeros(lead + (n_k, km.shape[-1]))
+    dv = np.zeros(lead + (n_k, p.v.shape[-1]))
+    output = np.zeros(lead + (n_q, p.v.shape[-1]))
+    ds_whole = np.zeros(p.logits_shape) if options.bias is not None else None
+    sink_terms = np.zeros(lead + (n_q, 1)) if p.sinks is not None else None
+    key_blocks = [slice(start, min(start + block, n_k)) for start in range(0, n_k, block)]
+    for start in range(0, n_q, block):
+        rows = slice(start, min(start + block, n_q))
+        do_r = do[..., rows, :]  # [..., r, d_v]
+
+        peak = np.full(lead + (rows.stop - start, 1), -np.inf)  # [..., r, 1] running max
+        if p.sinks is not None:
+            peak = np.maximum(peak, p.sinks)
+        for cols in key_blocks:
+            peak = np.maximum(peak, _block_logits(p, rows, cols)[1].max(axis=-1, keepdims=True))
+        ref = np.where(np.isfinite(peak), peak, 0.0)  # an all −inf row: every weight 0
+        total = np.zeros_like(ref) if p.sinks is None else np.exp(p.sinks - ref)  # [..., r, 1]
+        for cols in key_blocks:
+            total = total + np.exp(_block_logits(p, rows, cols)[1] - ref).sum(axis=-1, keepdims=True)
+
+        delta = np.zeros_like(ref)  # [..., r, 1] rowsum(P ∘ dP) = rowsum(dO ∘ O)
+        for cols in key_blocks:
+            _, weights = _block_weights(p, rows, cols, ref, total)
+            output[..., rows, :] += weights @ p.v[..., cols, :]
+            dp = do_r @ np.swapaxes(p.v[..., cols, :], -1, -2)  # [..., r, c]
+            delta = delta + np.sum(weights * dp, axis=-1, keepdims=True)
+            dv[..., cols, :] += np.swapaxes(weights, -1, -2) @ do_r
+        for cols in key_blocks:
+            z, weights = _block_weights(p, rows, cols, ref, total)
+            dp = do_r @ np.swapaxes(p.v[..., cols, :], -1, -2)
+            ds = weights * (dp - delta)  # [..., r, c] dS
+            if ds_whole is not None:
+                ds_whole[..., rows, cols] = ds
+            dz = ds if options.softcap is None else ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2)
+            dq[..., rows, :] += dz @ km[..., cols, :] * p.factor
+            dk[..., cols, :] += np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor
+        if sink_terms is not None:
+            sink_terms[..., rows, :] = -np.exp(p.sinks - ref) / total * delta  # −p_s · rowsum(dO ∘ O)
+    return dq, dk, dv, ds_whole, sink_terms, output
+
+
+def _block_logits(p: Problem, rows: slice, cols: slice) -> tuple[np.ndarray, np.ndarray]:
+    """Z = q·k · scale / temperature of a block, and its logits: [..., r, c] each."""
+    z = scores(p, rows, cols, p.factor)
+    return z, combine(z.copy(), p, rows, cols)[0]
+
+
+def _block_weights(p: Problem, rows: slice, cols: slice, ref: np.ndarray,
+                   total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Z and P = exp(logits − ref) / total of a block, given each row's ref and denominator [..., r, 1]."""
+    z, logits = _block_logits(p, rows, cols)
+    e = np.exp(logits - ref)
+    return z, np.divide(e, total, out=np.zeros_like(e), where=total > 0)
 
 def _float64(options: AttentionOptions) -> AttentionOptions:
     """The options with their arrays in float64, so that every step runs in float64."""
