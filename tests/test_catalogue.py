@@ -247,6 +247,10 @@ CATALOGUE = [
                                                   dv=np.ones((1, 2, 5, 8)), dsinks=np.ones(4))},
      ["check", "--grad", "{d}/g.npz", *T, "--dout", "{d}/do.npy"], 1,
      "dsinks is given but there is no dsinks to compare it with (dsinks needs sinks and dbias a bias)"),
+    ("explain dout without --grad", {}, ["explain", *QKV, "--dout", "d"], 2,
+     "--dout is for the backward pass (add --grad)"),
+    ("explain grad without dout", {}, ["explain", *QKV, "--grad"], 2,
+     "the backward pass needs the output's gradient dO (give --dout FILE, or a bundle entry dout)"),
     # ---------------------------------------------------------------- YAML / JSON
     ("YAML boolean", {"b.yaml": "q: [[1, 2]]\nk: [[1, yes]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:2: k: row 1, column 2: 'yes' is not a number (YAML reads it as true/false)"),

@@ -372,3 +372,24 @@ def test_long_inputs_go_in_blocks(monkeypatch):
     assert seen == [2]
     for key, g in whole.named().items():
         np.testing.assert_allclose(got.named()[key], g, rtol=1e-12, atol=1e-13)
+
+
+# ---------------------------------------------------------------- attn explain --grad
+
+
+def test_attn_explain_grad_shows_the_backward_steps_with_the_numbers(attn, tmp_path):
+    q, k, v, dout = problem(12, 4, 2)
+    for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout)):
+        np.save(tmp_path / f"{name}.npy", x)
+    inputs = [tmp_path / f"{name}.npy" for name in "qkv"]
+    flags = ["--grad", "--dout", tmp_path / "dout.npy", "--head", "3", "--softcap", "2", "--rope", "neox"]
+    data = attn.json("explain", *inputs, *flags)
+    want = attention_grad(q, k, v, dout, AttentionOptions(softcap=2.0, rope=Rope("neox")))
+    np.testing.assert_allclose(np.array(data["backward"]["dq"]), want.dq[3], rtol=1e-12)
+    np.testing.assert_allclose(np.array(data["backward"]["dk"]), want.dk[1], rtol=1e-12)
+    np.testing.assert_allclose(np.array(data["backward"]["ds"]), want.steps.ds[3], rtol=1e-12)
+    view = attn("explain", *inputs, *flags, "--query", "1", "-f", "table")
+    assert view.exit_code == 0, view.output
+    for words in ("Backward: dP = dO · Vᵀ", "The softmax's Jacobian", "dS = P ∘ (dP − δ)", "Through the soft-cap",
+                  "dQ for q1: dZ · K · scale", "turned back"):
+        assert words in view.stdout, words

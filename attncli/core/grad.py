@@ -41,6 +41,17 @@ from attncli.errors import ShapeError
 
 
 @dataclass
+class BackwardSteps:
+    """The intermediates of the backward pass, [..., H_q, n_q, n_k] (delta [..., H_q, n_q, 1]),
+    what ``attn explain --grad`` shows; kept when the matrices are held whole."""
+
+    dp: np.ndarray  # dO Vᵀ
+    delta: np.ndarray  # rowsum(dO ∘ O) = rowsum(P ∘ dP): the softmax Jacobian's correction
+    ds: np.ndarray  # P ∘ (dP − delta)
+    dz: np.ndarray  # dS through the soft-cap's tanh (dS without a soft-cap)
+
+
+@dataclass
 class Grads:
     """The gradients of Σ O ∘ dO with respect to every input of attention."""
 
@@ -50,6 +61,7 @@ class Grads:
     dsinks: np.ndarray | None = None  # the sinks' shape ([H] or [..., H]), when sinks are given
     dbias: np.ndarray | None = None  # the bias's shape, when a bias is given
     output: np.ndarray | None = None  # [..., H_q, n_q, d_v] the forward output O, in float64
+    steps: BackwardSteps | None = None  # dP, delta, dS, dZ, when the matrices were held whole
 
     def named(self) -> dict[str, np.ndarray]:
         """The gradients by name (dq, dk, dv, then dsinks and dbias when given)."""
@@ -74,15 +86,15 @@ def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray
     [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v],
     dO [..., H_q, n_q, d_v] -> Grads, each gradient in its input's shape,
     in float64 whatever the inputs' dtype. ``block``: queries and keys per block
-    (FlashAttention's backward, never holding n_q × n_k); None: whole matrices
-    up to WHOLE_CELLS logits, else blocks of BLOCK.
+    (FlashAttention's backward, never holding n_q × n_k); 0: whole matrices,
+    kept in ``Grads.steps``; None: whole up to WHOLE_CELLS logits, else blocks of BLOCK.
     """
     options = options or AttentionOptions()
     q, k, v, dout = (np.asarray(m, dtype=np.float64) for m in (q, k, v, dout))
     if block is None and q.ndim >= 2 and k.ndim >= 2:
         heads = max(math.prod(q.shape[:-2]), math.prod(k.shape[:-2]))
-        block = BLOCK if heads * q.shape[-2] * k.shape[-2] > WHOLE_CELLS else None
-    return backward(q, k, v, dout, _float64(options), block=block)
+        block = BLOCK if heads * q.shape[-2] * k.shape[-2] > WHOLE_CELLS else 0
+    return backward(q, k, v, dout, _float64(options), block=block or None)
 
 
 def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, options: AttentionOptions,
@@ -103,9 +115,9 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     if options.similarity == "cosine":
         qm, km = rounded(unit_rows(qm)), rounded(unit_rows(km))
     if block is None:
-        dq, dk, dv, ds, sink_terms, output = _whole(p, qm, km, do, options, rounded)
+        dq, dk, dv, ds, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
     else:
-        dq, dk, dv, ds, sink_terms, output = _blocked(p, qm, km, do, options, block)
+        dq, dk, dv, ds, sink_terms, output, steps = _blocked(p, qm, km, do, options, block)
 
     dq = p.ungroup(dq)  # [..., H_q, n_q, d_k]
     dk, dv = _ungroup_kv(dk, p), _ungroup_kv(dv, p)  # [..., H_kv, n_k, d]: summed over each group
@@ -124,10 +136,12 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     if options.bias is not None and ds is not None:
         dbias = _sum_to(p.ungroup(ds), options.bias.shape)
     return Grads(_sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape),
-                 dsinks, dbias, p.ungroup(output))
+                 dsinks, dbias, p.ungroup(output),
+                 None if steps is None else _ungroup_steps(steps, p))
 
 
-Raw = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray]
+Raw = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray,
+            "BackwardSteps | None"]
 
 
 def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
@@ -152,7 +166,7 @@ def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: 
     sink_terms = None
     if p.sinks is not None:
         sink_terms = -(1.0 - weights.sum(axis=-1, keepdims=True)) * delta  # [..., n_q, 1] −p_s · rowsum(dO ∘ O)
-    return dq, dk, dv, ds, sink_terms, output
+    return dq, dk, dv, ds, sink_terms, output, BackwardSteps(dp, delta, ds, dz)
 
 
 def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
@@ -203,7 +217,7 @@ def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options
             dk[..., cols, :] += np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor
         if sink_terms is not None:
             sink_terms[..., rows, :] = -np.exp(p.sinks - ref) / total * delta  # −p_s · rowsum(dO ∘ O)
-    return dq, dk, dv, ds_whole, sink_terms, output
+    return dq, dk, dv, ds_whole, sink_terms, output, None
 
 
 def _block_logits(p: Problem, rows: slice, cols: slice) -> tuple[np.ndarray, np.ndarray]:
@@ -218,6 +232,15 @@ def _block_weights(p: Problem, rows: slice, cols: slice, ref: np.ndarray,
     z, logits = _block_logits(p, rows, cols)
     e = np.exp(logits - ref)
     return z, np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+def _ungroup_steps(steps: BackwardSteps, p: Problem) -> BackwardSteps:
+    """The intermediates as [..., H_q, n_q, n_k] (delta [..., H_q, n_q, 1]), as the weights are shown."""
+
+    def whole(x: np.ndarray) -> np.ndarray:
+        return p.ungroup(np.broadcast_to(x, p.logits_shape[:-1] + x.shape[-1:]))
+
+    return BackwardSteps(whole(steps.dp), whole(steps.delta), whole(steps.ds), whole(steps.dz))
 
 def _float64(options: AttentionOptions) -> AttentionOptions:
     """The options with their arrays in float64, so that every step runs in float64."""
