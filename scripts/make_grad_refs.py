@@ -129,16 +129,30 @@ CASES: dict[str, tuple[Any, tuple[int, int], dict[str, Any], tuple[str, ...]]] =
     "sinks": (explicit, (4, 2), {}, ("sinks",)),
     "everything_gqa": (explicit, (4, 2), {"softcap": 2.0, "alibi": True, "rope": ["neox", 10000.0, None, None],
                                           "window": [3, -1], "causal": "bottom-right"}, ("sinks", "bias")),
+    "gptj_softcap_sinks_window": (explicit, (6, 3), {"rope": ["gptj", 10000.0, None, 1], "softcap": 1.0,
+                                                     "window": [1, 2], "scale": 0.5}, ("sinks",)),
 }
 
 
-def main() -> None:
+def torch_grads(name: str, inputs: dict[str, np.ndarray], arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """PyTorch autograd's dq, dk, dv (and dsinks, dbias) of one case, in float64."""
     import torch
 
+    implementation, _, settings, _ = CASES[name]
+    q, k, v = (torch.tensor(inputs[x], requires_grad=True) for x in "qkv")
+    tensors = {key: torch.tensor(a, requires_grad=key != "mask") for key, a in arrays.items()}
+    out = implementation(q, k, v, settings, tensors)
+    out.backward(torch.tensor(inputs["dout"]))
+    grads = {"dq": q.grad, "dk": k.grad, "dv": v.grad}
+    grads.update({f"d{key}": t.grad for key, t in tensors.items() if key != "mask"})
+    return {key: value.numpy() for key, value in grads.items()}
+
+
+def main() -> None:
     rng = np.random.default_rng(15)
     n_q, n_k, d_k, d_v = 5, 7, 6, 4
     pinned: dict[str, np.ndarray] = {}
-    for name, (implementation, (h_q, h_kv), settings, extra) in CASES.items():
+    for name, (_, (h_q, h_kv), settings, extra) in CASES.items():
         inputs = {"q": rng.normal(size=(1, h_q, n_q, d_k)), "k": rng.normal(size=(1, h_kv, n_k, d_k)),
                   "v": rng.normal(size=(1, h_kv, n_k, d_v)), "dout": rng.normal(size=(1, h_q, n_q, d_v))}
         arrays: dict[str, np.ndarray] = {}
@@ -149,16 +163,8 @@ def main() -> None:
             arrays["bias"] = rng.normal(size=(n_q, n_k))
         if "sinks" in extra:
             arrays["sinks"] = rng.normal(size=h_q)
-        q, k, v = (torch.tensor(inputs[x], requires_grad=True) for x in "qkv")
-        tensors = {key: torch.tensor(a, requires_grad=key != "mask") for key, a in arrays.items()}
-        out = implementation(q, k, v, settings, tensors)
-        out.backward(torch.tensor(inputs["dout"]))
-        grads = {"dq": q.grad, "dk": k.grad, "dv": v.grad}
-        grads.update({f"d{key}": t.grad for key, t in tensors.items() if key != "mask"})
-        for key, value in {**inputs, **arrays}.items():
+        for key, value in {**inputs, **arrays, **torch_grads(name, inputs, arrays)}.items():
             pinned[f"{name}.{key}"] = value
-        for key, value in grads.items():
-            pinned[f"{name}.{key}"] = value.numpy()
         pinned[f"{name}.options"] = np.array(json.dumps(settings))
     np.savez_compressed(OUT, **pinned)  # type: ignore[arg-type]
     print(f"wrote {len(CASES)} cases to {OUT}")

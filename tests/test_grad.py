@@ -157,6 +157,24 @@ def test_pinned_pytorch_autograd(name):
             np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10, err_msg=f"{name} {key}")
 
 
+def test_pinned_numbers_are_what_torch_gives_now():
+    pytest.importorskip("torch")
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_grad_refs", DATA.parents[2] / "scripts" / "make_grad_refs.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # imports numpy only; torch is imported by the functions that need it
+    with np.load(DATA) as data:
+        for name in pinned_cases():
+            inputs = {x: data[f"{name}.{x}"] for x in ("q", "k", "v", "dout")}
+            arrays = {x: data[f"{name}.{x}"] for x in ("mask", "bias", "sinks") if f"{name}.{x}" in data.files}
+            live = module.torch_grads(name, inputs, arrays)
+            ours = attention_grad(*inputs.values(), options_of(data, name)).named()
+            assert sorted(live) == sorted(ours)
+            for key, g in live.items():
+                np.testing.assert_allclose(ours[key], g, rtol=1e-10, atol=1e-10, err_msg=f"{name} {key}")
+
+
 def test_the_pins_cover_the_variants():
     names = pinned_cases()
     assert len(names) >= 8
