@@ -251,6 +251,8 @@ CATALOGUE = [
      "--dout is for the backward pass (add --grad)"),
     ("explain grad without dout", {}, ["explain", *QKV, "--grad"], 2,
      "the backward pass needs the output's gradient dO (give --dout FILE, or a bundle entry dout)"),
+    ("check grads with five files", {}, ["check", "--grad", "a", "b", "c", "d", "e"], 2,
+     "expected the gradients (one bundle, or dQ dK dV) and one bundle or three files Q K V, got 5 files"),
     # ---------------------------------------------------------------- YAML / JSON
     ("YAML boolean", {"b.yaml": "q: [[1, 2]]\nk: [[1, yes]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:2: k: row 1, column 2: 'yes' is not a number (YAML reads it as true/false)"),

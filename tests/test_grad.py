@@ -411,3 +411,17 @@ def test_attn_explain_grad_shows_the_backward_steps_with_the_numbers(attn, tmp_p
     for words in ("Backward: dP = dO · Vᵀ", "The softmax's Jacobian", "dS = P ∘ (dP − δ)", "Through the soft-cap",
                   "dQ for q1: dZ · K · scale", "turned back"):
         assert words in view.stdout, words
+
+
+def test_attn_check_grad_takes_three_gradient_files(attn, tmp_path):
+    q, k, v, dout = problem(13, 4, 2)
+    grads = attention_grad(q, k, v, dout)
+    for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout), ("dq", grads.dq), ("dk", grads.dk),
+                    ("dv", grads.dv * 1.01)):
+        np.save(tmp_path / f"{name}.npy", x.astype(np.float32))
+    files = [tmp_path / f"{name}.npy" for name in ("dq", "dk", "dv", "q", "k", "v")]
+    result = attn("check", "--grad", *files, "--dout", tmp_path / "dout.npy", "-f", "json")
+    assert result.exit_code == 3, result.output
+    assert result.stderr.startswith(f"attn: error: {tmp_path}/dv.npy: dv disagrees with the reference")
+    data = json.loads(result.stdout)
+    assert data["gradients"]["dq"]["passed"] and data["gradients"]["dk"]["passed"]

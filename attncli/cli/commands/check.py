@@ -45,6 +45,7 @@ Examples:
   attn check out.npy case.npz || echo "exit $?: 3 disagrees, 1 bad data, 2 bad usage"
   attn check --grad grads.npz q.npy k.npy v.npy --dout dout.npy --causal   # dq, dk, dv (dsinks, dbias)
   attn check --grad grads.npz case.npz --grad-factor dq=160 --grad-factor dk=25
+  attn check --grad dq.npy dk.npy dv.npy q.npy k.npy v.npy --dout dout.npy
 """
 
 QUERY_COLUMNS = 32  # the error heatmap's columns: queries are grouped past this many
@@ -86,7 +87,8 @@ def check(
     svg: SvgOption = None, html: HtmlOption = None,
     grad: Annotated[bool, typer.Option(
         "--grad", help="Check gradients instead: OUT is an NPZ or safetensors bundle of dq, dk, dv (and dsinks, "
-                       "dbias), as 'attn grad -f npz' writes, against attn's float64 backward pass for --dout.",
+                       "dbias), as 'attn grad -f npz' writes, or three files dQ dK dV, against attn's float64 "
+                       "backward pass for --dout.",
     )] = False,
     dout: Annotated[str | None, typer.Option(
         "--dout", metavar="FILE", show_default=False,
@@ -113,9 +115,12 @@ def check(
     from attncli.core.check import check as compare
     from attncli.readers import read_matrix
 
-    if len(files) not in (2, 4):
-        raise UsageError(f"expected OUT and one bundle, or OUT and three files Q K V, got {len(files)} "
-                         f"{'file' if len(files) == 1 else 'files'}")
+    counted = f"got {len(files)} {'file' if len(files) == 1 else 'files'}"
+    if grad and len(files) not in (2, 4, 6):
+        raise UsageError(f"expected the gradients (one bundle, or dQ dK dV) and one bundle or three files Q K V, "
+                         f"{counted}")
+    if not grad and len(files) not in (2, 4):
+        raise UsageError(f"expected OUT and one bundle, or OUT and three files Q K V, {counted}")
     for name, value in (("--factor", factor), ("--atol", atol)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a finite number ≥ 0, got {value}")
@@ -166,19 +171,17 @@ def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFl
                     fmt, precision: int) -> None:
     """``attn check --grad``: each gradient against the float64 backward pass, by the forward's rule."""
     from attncli.cli.qkv import load_problem, output_gradient, to_layout
-    from attncli.cli.reading import read_named
     from attncli.core.check import check_grads
 
     source = files[0]
-    held = {name.lower(): m.values for name, m in read_named(source, reading.settings(), bundle=True,
-                                                             tensors=True, finite=False).matrices.items()}
+    held, sources, files = read_gradients(files, reading)
     grads = {name: (to_layout(held[name], layout) if name in ("dq", "dk", "dv") else held[name])
              for name in GRADIENTS if name in held}
     if not {"dq", "dk", "dv"} <= set(grads):
         missing = ", ".join(name for name in ("dq", "dk", "dv") if name not in grads)
         raise AttnError(f"the gradients have no {missing}", source=source,
                         hint="an NPZ or safetensors bundle with dq, dk, dv (and dsinks, dbias), as attn grad writes")
-    problem = load_problem(files[1:], attention, reading.settings(), layout, wanted=("dout",))
+    problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
     d_out = output_gradient(problem, dout, reading.settings())
     for name in ("dsinks", "dbias"):  # the readers hold a vector as a 1×n matrix: the shape of what it is of
         given = getattr(problem.options, name[1:])
@@ -189,7 +192,29 @@ def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFl
     failed = [name for name, verdict in verdicts.items() if not verdict.passed]
     emit(grads_result(source, problem, verdicts, factor), fmt, "error")
     if failed:
-        raise CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)), source=source)
+        raise CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)),
+                          source=sources.get(failed[0], source))
+
+
+def read_gradients(files: list[str], reading: ReadFlags) -> tuple[dict, dict[str, str], list[str]]:
+    """The gradients by name, the file each came from, and the files left for Q, K, V: a
+    bundle of dq, dk, dv (dsinks, dbias), or, when the first file holds one array, three
+    files dQ dK dV."""
+    from attncli.cli.io import source_name
+    from attncli.cli.reading import read_named
+    from attncli.readers import NotABundle
+
+    try:
+        bundle = read_named(files[0], reading.settings(), bundle=True, tensors=True, finite=False)
+        held = {name.lower(): m.values for name, m in bundle.matrices.items()}
+    except NotABundle:
+        held = {}
+    if "dq" in held or len(files) not in (4, 6):
+        return held, {}, files[1:]
+    sources = dict(zip(("dq", "dk", "dv"), files[:3], strict=True))
+    arrays = {name: read_named(f, reading.settings(), tensors=True, finite=False).matrix().values
+              for name, f in sources.items()}
+    return arrays, {name: source_name(f) for name, f in sources.items()}, files[3:]
 
 
 def grad_position(name: str, index: tuple[int, ...]) -> str:
