@@ -425,3 +425,16 @@ def test_attn_check_grad_takes_three_gradient_files(attn, tmp_path):
     assert result.stderr.startswith(f"attn: error: {tmp_path}/dv.npy: dv disagrees with the reference")
     data = json.loads(result.stdout)
     assert data["gradients"]["dq"]["passed"] and data["gradients"]["dk"]["passed"]
+
+
+def test_attn_grad_writes_dsinks_as_one_csv_row(attn, tmp_path):
+    q, k, v, dout = problem(14, 2, 2)
+    sinks = np.array([0.5, -0.5])
+    for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout), ("sinks", sinks)):
+        np.save(tmp_path / f"{name}.npy", x)
+    files = [tmp_path / f"{name}.npy" for name in "qkv"]
+    result = attn("grad", *files, "--dout", tmp_path / "dout.npy", "--sinks", tmp_path / "sinks.npy",
+                  "-f", "csv", "--emit", "dsinks")
+    assert result.exit_code == 0, result.output
+    want = attention_grad(q, k, v, dout, AttentionOptions(sinks=sinks)).dsinks
+    np.testing.assert_array_equal([float(x) for x in result.stdout.strip().split(",")], want)

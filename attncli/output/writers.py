@@ -34,6 +34,8 @@ class Emitted:
         """2-D values and their row labels: leading axes flattened into rows
         labelled by their indices and the row label ('1:the', '0:2:q3')."""
         values = self.values
+        if values.ndim == 1:  # one number per head (dsinks): one row
+            return values[None, :], self.row_labels
         if values.ndim <= 2:
             return values, self.row_labels
         import numpy as np
