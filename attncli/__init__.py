@@ -6,6 +6,7 @@ Python API::
     output, weights = attention(q, k, v)             # [n_q, d_v], [n_q, n_k]
     output, weights = attention(q, k, v, AttentionOptions(causal="top-left", temperature=2))
     output, weights = multi_head_attention(x, w_q, w_k, w_v, n_head=2)  # [n_q, d_v], [2, n_q, n_k]
+    grads = attention_grad(q, k, v, dout, AttentionOptions(causal="top-left"))  # grads.dq, .dk, .dv
 
 numpy is imported on first use, so ``attn --help`` stays fast. The maths
 live in ``attncli.core`` (see its ``__init__`` for the modules).
@@ -13,7 +14,8 @@ live in ``attncli.core`` (see its ``__init__`` for the modules).
 
 __version__ = "0.2.0"
 __all__ = [
-    "AttentionOptions", "AttnError", "attention", "attention_blocked", "attention_steps", "causal_mask",
+    "AttentionOptions", "AttnError", "Grads", "attention", "attention_blocked", "attention_grad", "attention_steps",
+    "causal_mask",
     "multi_head_attention", "softmax",
 ]
 
@@ -21,6 +23,8 @@ _LAZY = {
     "attention": "attncli.core.api",
     "attention_steps": "attncli.core.api",
     "attention_blocked": "attncli.core.api",
+    "attention_grad": "attncli.core.grad",
+    "Grads": "attncli.core.grad",
     "AttentionOptions": "attncli.core.options",
     "softmax": "attncli.core.reference",
     "causal_mask": "attncli.core.logits",

@@ -48,6 +48,7 @@ T = ["{d}/q.npy", "{d}/k.npy", "{d}/v.npy"]  # tensors: Q [1, 4, 3, 8], K and V 
 TENSORS = {"q.npy": npy(np.ones((1, 4, 3, 8))), "k.npy": npy(np.ones((1, 2, 5, 8))),
            "v.npy": npy(np.ones((1, 2, 5, 8)))}
 KV = ["{s}/k.csv", "{s}/v.csv"]
+GRADS = npz(dq=np.ones((1, 4, 3, 8)), dk=np.ones((1, 2, 5, 8)), dv=np.ones((1, 2, 5, 8)))  # of TENSORS
 USE = "(every row needs the same number of columns)"
 VECTORS_HINT = "(expected GloVe text, word2vec/fastText text or binary, .npy with a words file)"
 
@@ -217,6 +218,41 @@ CATALOGUE = [
      "{d}/out.npy: holds int64 data; attn reads float arrays (save it with a.astype(np.float32) or float64)"),
     ("check stdin twice", {}, ["check", "-", "-", "k", "v"], 2,
      "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"),
+    # ---------------------------------------------------------------- attn grad
+    ("grad without dout", TENSORS, ["grad", *T], 2,
+     "the backward pass needs the output's gradient dO (give --dout FILE, or a bundle entry dout)"),
+    ("grad dout of another shape", {**TENSORS, "do.npy": npy(np.ones((1, 4, 3, 7)))},
+     ["grad", *T, "--dout", "{d}/do.npy"], 1,
+     "dO is 1×4×3×7 but the output is 1×4×3×8 (give the gradient of the output, one number per output cell)"),
+    ("grad emit of a gradient not computed", {**TENSORS, "do.npy": npy(np.ones((1, 4, 3, 8)))},
+     ["grad", *T, "--dout", "{d}/do.npy", "-f", "npy", "--emit", "dsinks"], 2,
+     "--emit dsinks: this command writes dq or dk or dv"),
+    ("check dout without --grad", {}, ["check", "o", *QKV, "--dout", "d"], 2,
+     "--dout is for checking gradients (add --grad)"),
+    ("check bad grad factor", {}, ["check", "--grad", "g", *QKV, "--grad-factor", "dz=3"], 2,
+     "--grad-factor dz=3: expected NAME=F with NAME one of dq, dk, dv, dsinks, dbias and F a finite number ≥ 0"),
+    ("check grads without dk", {**TENSORS, "g.npz": npz(dq=np.ones((1, 4, 3, 8)))},
+     ["check", "--grad", "{d}/g.npz", *T], 1,
+     "{d}/g.npz: the gradients have no dk, dv (an NPZ or safetensors bundle with dq, dk, dv (and dsinks, "
+     "dbias), as attn grad writes)"),
+    ("check grads without dout", {**TENSORS, "g.npz": GRADS}, ["check", "--grad", "{d}/g.npz", *T], 2,
+     "the backward pass needs the output's gradient dO (give --dout FILE, or a bundle entry dout)"),
+    ("check grads of another shape", {**TENSORS, "do.npy": npy(np.ones((1, 4, 3, 8))),
+                                       "g.npz": npz(dq=np.ones((1, 4, 3, 7)), dk=np.ones((1, 2, 5, 8)),
+                                                    dv=np.ones((1, 2, 5, 8)))},
+     ["check", "--grad", "{d}/g.npz", *T, "--dout", "{d}/do.npy"], 1,
+     "dq is 1×4×3×7 but the reference dq is 1×4×3×8 (the same inputs, options and layout as the kernel's)"),
+    ("check dsinks without sinks", {**TENSORS, "do.npy": npy(np.ones((1, 4, 3, 8))),
+                                     "g.npz": npz(dq=np.ones((1, 4, 3, 8)), dk=np.ones((1, 2, 5, 8)),
+                                                  dv=np.ones((1, 2, 5, 8)), dsinks=np.ones(4))},
+     ["check", "--grad", "{d}/g.npz", *T, "--dout", "{d}/do.npy"], 1,
+     "dsinks is given but there is no dsinks to compare it with (dsinks needs sinks and dbias a bias)"),
+    ("explain dout without --grad", {}, ["explain", *QKV, "--dout", "d"], 2,
+     "--dout is for the backward pass (add --grad)"),
+    ("explain grad without dout", {}, ["explain", *QKV, "--grad"], 2,
+     "the backward pass needs the output's gradient dO (give --dout FILE, or a bundle entry dout)"),
+    ("check grads with five files", {}, ["check", "--grad", "a", "b", "c", "d", "e"], 2,
+     "expected the gradients (one bundle, or dQ dK dV) and one bundle or three files Q K V, got 5 files"),
     # ---------------------------------------------------------------- YAML / JSON
     ("YAML boolean", {"b.yaml": "q: [[1, 2]]\nk: [[1, yes]]\nv: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml:2: k: row 1, column 2: 'yes' is not a number (YAML reads it as true/false)"),

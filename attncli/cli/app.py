@@ -189,7 +189,7 @@ see the script). On a terminal you get views; in a pipe, JSON."""
 
 def _register() -> None:
     from attncli.cli.command import OnceCommand
-    from attncli.cli.commands import check, explain, lookup, run, selfattn, softmax, trace
+    from attncli.cli.commands import check, explain, grad, lookup, run, selfattn, softmax, trace
 
     app.command("run", epilog=run.EXAMPLES, cls=OnceCommand)(run.run)
     app.command("explain", epilog=explain.EXAMPLES, cls=OnceCommand)(explain.explain)
@@ -198,6 +198,7 @@ def _register() -> None:
     app.command("self", epilog=selfattn.EXAMPLES, cls=OnceCommand)(selfattn.self_attention)
     app.command("trace", epilog=trace.EXAMPLES, cls=OnceCommand)(trace.trace)
     app.command("check", epilog=check.EXAMPLES, cls=OnceCommand)(check.check)
+    app.command("grad", epilog=grad.EXAMPLES, cls=OnceCommand)(grad.grad)
 
 
 _register()

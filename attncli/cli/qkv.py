@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 # What a bundle may hold besides q, k and v: arrays the options use, and settings (cli/options.py).
 BUNDLE_ARRAYS = ("mask", "bias", "sinks", "alibi_slopes")
 SETTINGS = ("window",)  # settings that may be written as a list, which the readers read as a matrix
-UNUSED = {"dout": "the output's gradient, for a backward pass, which attn does not compute"}
+UNUSED = {"dout": "the output's gradient, for a backward pass: attn grad computes it"}
 
 
 class Problem:
@@ -102,11 +102,12 @@ def layout_shape(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
 
 
 def load_problem(files: list[str], attention: AttentionFlags = FROM_OPTIONS, text: TextSettings = BY_FILE,
-                 layout: Layout = Layout.bhsd) -> Problem:
+                 layout: Layout = Layout.bhsd, wanted: tuple[str, ...] = ()) -> Problem:
     """Read one bundle or three files and the files the flags name (mask, bias,
     sinks, ALiBi slopes), and gather the options: the command line's, else the
     bundle's settings. NPY, NPZ and safetensors inputs may be tensors of any
-    rank ≥ 2, in ``layout``."""
+    rank ≥ 2, in ``layout``. ``wanted``: entries of UNUSED this command uses
+    (``dout`` for ``attn grad``), kept in ``Problem.arrays``."""
     from attncli.cli.options import allowed_cells, setting_names
     from attncli.cli.settings import BundleSettings
     from attncli.readers import NotABundle
@@ -133,7 +134,7 @@ def load_problem(files: list[str], attention: AttentionFlags = FROM_OPTIONS, tex
             what = f"has no {', '.join(missing)}" if missing else f"has an unexpected entry {extra[0]!r}"
             raise AttnError(f"the bundle {what}", source=source,
                             hint="a bundle holds q, k and v, and optionally " + ", ".join(BUNDLE_ARRAYS))
-        for name in sorted(set(entries) & set(UNUSED)):
+        for name in sorted(set(entries) & set(UNUSED) - set(wanted)):
             note(f"{name} is not used: {UNUSED[name]}", source)
         settings = BundleSettings.of(given_settings, source, bundle.lines, [*BUNDLE_META, *setting_names()])
         attention = attention.with_settings(settings)
@@ -143,7 +144,7 @@ def load_problem(files: list[str], attention: AttentionFlags = FROM_OPTIONS, tex
             mask = allowed_cells(entries["mask"], source, "entry")
         if "bias" in entries:
             bias = entries["bias"].values
-        arrays = {name: entries[name] for name in ("sinks", "alibi_slopes") if name in entries}
+        arrays = {name: entries[name] for name in ("sinks", "alibi_slopes", *wanted) if name in entries}
     else:
         q, k, v = (read_matrix_named(f, text, tensors=True) for f in files)
     if attention.mask is not None:
@@ -159,6 +160,19 @@ def load_problem(files: list[str], attention: AttentionFlags = FROM_OPTIONS, tex
     options = attention.build(mask, bias, sinks=arrays.get("sinks"), alibi_slopes=arrays.get("alibi_slopes"))
     return Problem(q, k, values_per_key(v, k), options, meta, masked=mask is not None, flags=attention,
                    arrays=arrays, layout=layout)
+
+
+def output_gradient(problem: Problem, dout: str | None, text: TextSettings = BY_FILE):
+    """dO for a backward pass (``attn grad``, ``attn check --grad``): the file --dout names, else
+    the bundle's ``dout`` (load with ``wanted=("dout",)``); [..., heads, n_q, d_v] whatever the layout."""
+    if dout is not None:
+        values = read_matrix_named(dout, text, tensors=True).values
+    elif "dout" in problem.arrays:
+        values = problem.arrays["dout"].values
+    else:
+        raise UsageError("the backward pass needs the output's gradient dO",
+                         hint="give --dout FILE, or a bundle entry dout")
+    return to_layout(values, problem.layout)
 
 
 def values_per_key(v: Matrix, k: Matrix) -> Matrix:

@@ -5,6 +5,7 @@ logits.py     inputs checked once; scores; ``combine``, the one place options ac
 reference.py  softmax and attention written as the equation, keeping every step
 kernel.py     the blocked online-softmax kernel (an implementation choice)
 parallel.py   the thread pool over blocks
+grad.py       the backward pass: attention_grad() -> Grads (dQ, dK, dV, dsinks, dbias)
 api.py        attention(), attention_steps(), attention_blocked()
 multihead.py  projections, heads, multi-head attention
 arrays.py     small shared helpers (shapes as text, dtypes, unit rows)

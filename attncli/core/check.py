@@ -139,3 +139,50 @@ def ulp(x: float, dtype: np.dtype) -> float:
         info = np.finfo(dtype)
     x = max(abs(x), float(info.tiny))
     return 2.0 ** (math.floor(math.log2(x)) - int(info.nmant))
+
+
+# ---------------------------------------------------------------- the backward pass
+
+# Each gradient's default factor: FlashAttention's tests allow each of dQ, dK and dV
+# 2× the error of a PyTorch implementation in the same dtype (atol aside), as the
+# forward rule does. PyTorch's SDPA tests allow more in low precision (160 for dQ,
+# 25 for dK, 8 for dV); pass larger factors to follow them.
+GRAD_FACTORS = {"dq": 2.0, "dk": 2.0, "dv": 2.0, "dsinks": 2.0, "dbias": 2.0}
+FLOAT64_GRAD_ULPS = 64.0  # float64 has no baseline of another order yet: an atol of 64 ulps instead
+
+
+def check_grads(grads: dict[str, np.ndarray], q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray,
+                options: AttentionOptions, factors: dict[str, float] | None = None,
+                atol: float | None = None) -> dict[str, Verdict]:
+    """Each gradient a kernel computed (``dq``, ``dk``, ``dv``, and ``dsinks``,
+    ``dbias`` when given) against ``attention_grad``'s float64 reference, by
+    the forward's rule: max|G − ref| ≤ factor · max|baseline − ref| + atol, the
+    baseline the same closed form in G's dtype with every step rounded to it.
+    -> a Verdict per gradient, by name."""
+    from attncli.core.grad import attention_grad, backward
+
+    factors = {**GRAD_FACTORS, **(factors or {})}
+    ref = attention_grad(q, k, v, dout, options).named()
+    verdicts = {}
+    for name, got in grads.items():
+        if name not in ref:
+            raise ShapeError(f"{name} is given but there is no {name} to compare it with",
+                             hint="dsinks needs sinks and dbias a bias")
+        want = ref[name]
+        if tuple(got.shape) != want.shape:
+            raise ShapeError(f"{name} is {shape_text(tuple(got.shape))} but the reference {name} is "
+                             f"{shape_text(want)}", hint="the same inputs, options and layout as the kernel's")
+        dtype = np.asarray(got).dtype
+        if dtype == np.float64:
+            base, slack = want, FLOAT64_GRAD_ULPS
+        else:
+            rounded = rounding(dtype)
+            base, slack = backward(rounded(q), rounded(k), rounded(v), rounded(dout), options,
+                                   rounded).named()[name], ULPS
+        got64 = np.asarray(got).astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):
+            error = np.abs(got64 - want)
+            baseline_error = np.abs(np.asarray(base, dtype=np.float64) - want)
+        tol = slack * ulp(float(np.abs(want).max()) if want.size else 0.0, dtype) if atol is None else atol
+        verdicts[name] = Verdict(dtype.name, got64, error, baseline_error, want, factors[name], tol)
+    return verdicts

@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import IO, Any
 
 
@@ -28,11 +28,14 @@ class Emitted:
     row_labels: list[str] | None = None
     col_labels: list[str] | None = None
     name: str = "output"  # what the array is (--emit): its name in NPZ and safetensors files
+    also: dict[str, Any] = field(default_factory=dict)  # arrays NPZ and safetensors write beside it, by name
 
     def stacked(self) -> tuple[Any, list[str] | None]:
         """2-D values and their row labels: leading axes flattened into rows
         labelled by their indices and the row label ('1:the', '0:2:q3')."""
         values = self.values
+        if values.ndim == 1:  # one number per head (dsinks): one row
+            return values[None, :], self.row_labels
         if values.ndim <= 2:
             return values, self.row_labels
         import numpy as np
@@ -167,7 +170,7 @@ def write_emitted_npz(stream: IO[bytes], matrix: Emitted) -> None:
 
     import numpy as np
 
-    arrays = {matrix.name: np.asarray(matrix.values)}
+    arrays = {matrix.name: np.asarray(matrix.values), **{name: np.asarray(a) for name, a in matrix.also.items()}}
     for suffix, labels in (("labels", matrix.row_labels), ("columns", matrix.col_labels)):
         if labels is not None:
             arrays[f"{matrix.name}_{suffix}"] = np.array(labels)
@@ -187,7 +190,8 @@ def write_emitted_safetensors(stream: IO[bytes], matrix: Emitted) -> None:
 
         raise AttnError("writing safetensors needs safetensors, from the 'tensors' extra",
                         hint="pip install 'attncli[tensors]'") from None
-    stream.write(save({matrix.name: np.ascontiguousarray(matrix.values)}))
+    tensors = {matrix.name: matrix.values, **matrix.also}
+    stream.write(save({name: np.ascontiguousarray(a) for name, a in tensors.items()}))
 
 
 WRITERS: dict[str, Writer] = {w.name: w for w in (

@@ -27,9 +27,10 @@ from attncli.cli.options import (
     attention_options,
     read_options,
 )
-from attncli.errors import CheckFailed, ShapeError, UsageError
+from attncli.errors import AttnError, CheckFailed, ShapeError, UsageError
 
 if TYPE_CHECKING:
+    from attncli.cli.options import AttentionFlags, ReadFlags
     from attncli.cli.qkv import Problem
     from attncli.core.check import Verdict
     from attncli.core.options import AttentionOptions
@@ -42,6 +43,9 @@ Examples:
   attn check out.npy q.npy k.npy v.npy -f json | jq .max_abs_error
   attn check out.npy q.npy k.npy v.npy -f npy --emit error > err.npy     # |OUT - ref|
   attn check out.npy case.npz || echo "exit $?: 3 disagrees, 1 bad data, 2 bad usage"
+  attn check --grad grads.npz q.npy k.npy v.npy --dout dout.npy --causal   # dq, dk, dv (dsinks, dbias)
+  attn check --grad grads.npz case.npz --grad-factor dq=160 --grad-factor dk=25
+  attn check --grad dq.npy dk.npy dv.npy q.npy k.npy v.npy --dout dout.npy
 """
 
 QUERY_COLUMNS = 32  # the error heatmap's columns: queries are grouped past this many
@@ -81,6 +85,19 @@ def check(
     )] = CheckEmit.error,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
+    grad: Annotated[bool, typer.Option(
+        "--grad", help="Check gradients instead: OUT is an NPZ or safetensors bundle of dq, dk, dv (and dsinks, "
+                       "dbias), as 'attn grad -f npz' writes, or three files dQ dK dV, against attn's float64 "
+                       "backward pass for --dout.",
+    )] = False,
+    dout: Annotated[str | None, typer.Option(
+        "--dout", metavar="FILE", show_default=False,
+        help="With --grad: the output's gradient dO the kernel was given (or a bundle entry dout).",
+    )] = None,
+    grad_factor: Annotated[list[str] | None, typer.Option(
+        "--grad-factor", metavar="NAME=F", show_default=False,
+        help="With --grad: one gradient's factor, e.g. dq=160 (PyTorch's SDPA tests); default --factor for each.",
+    )] = None,
 ) -> None:
     """Check a kernel's attention output against attn's float64 reference.
 
@@ -98,13 +115,23 @@ def check(
     from attncli.core.check import check as compare
     from attncli.readers import read_matrix
 
-    if len(files) not in (2, 4):
-        raise UsageError(f"expected OUT and one bundle, or OUT and three files Q K V, got {len(files)} "
-                         f"{'file' if len(files) == 1 else 'files'}")
+    counted = f"got {len(files)} {'file' if len(files) == 1 else 'files'}"
+    if grad and len(files) not in (2, 4, 6):
+        raise UsageError(f"expected the gradients (one bundle, or dQ dK dV) and one bundle or three files Q K V, "
+                         f"{counted}")
+    if not grad and len(files) not in (2, 4):
+        raise UsageError(f"expected OUT and one bundle, or OUT and three files Q K V, {counted}")
     for name, value in (("--factor", factor), ("--atol", atol)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a finite number ≥ 0, got {value}")
-    check_stdin_once([*files, *attention.files()])
+    check_stdin_once([*files, *attention.files(), *([dout] if dout is not None else [])])
+    if grad:
+        check_gradients(files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor),
+                        atol, fmt, precision)
+        return
+    if dout is not None or grad_factor:
+        raise UsageError(f"{'--dout' if dout is not None else '--grad-factor'} is for checking gradients",
+                         hint="add --grad")
     out_source = open_input(files[0])
     out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
     problem = load_problem(files[1:], attention, reading.settings(), layout)
@@ -116,6 +143,140 @@ def check(
          svg=svg, html=html, title="attn check")
     if not verdict.passed:
         raise CheckFailed(failure(verdict), source=out_source.name)
+
+
+GRADIENTS = ("dq", "dk", "dv", "dsinks", "dbias")
+
+
+def grad_factors(given: list[str], factor: float) -> dict[str, float]:
+    """--grad-factor dq=160 ... -> a factor for every gradient (--factor for those not named)."""
+    import math
+
+    factors = dict.fromkeys(GRADIENTS, factor)
+    for item in given:
+        name, _, value = item.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            number = math.nan
+        if name not in factors or not (math.isfinite(number) and number >= 0):
+            raise UsageError(f"--grad-factor {item}: expected NAME=F with NAME one of {', '.join(GRADIENTS)} "
+                             "and F a finite number ≥ 0")
+        factors[name] = number
+    return factors
+
+
+def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFlags, layout: Layout,
+                    dout: str | None, factor: float, factors: dict[str, float], atol: float | None,
+                    fmt, precision: int) -> None:
+    """``attn check --grad``: each gradient against the float64 backward pass, by the forward's rule."""
+    from attncli.cli.qkv import load_problem, output_gradient, to_layout
+    from attncli.core.check import check_grads
+
+    source = files[0]
+    held, sources, files = read_gradients(files, reading)
+    grads = {name: (to_layout(held[name], layout) if name in ("dq", "dk", "dv") else held[name])
+             for name in GRADIENTS if name in held}
+    if not {"dq", "dk", "dv"} <= set(grads):
+        missing = ", ".join(name for name in ("dq", "dk", "dv") if name not in grads)
+        raise AttnError(f"the gradients have no {missing}", source=source,
+                        hint="an NPZ or safetensors bundle with dq, dk, dv (and dsinks, dbias), as attn grad writes")
+    problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
+    d_out = output_gradient(problem, dout, reading.settings())
+    for name in ("dsinks", "dbias"):  # the readers hold a vector as a 1×n matrix: the shape of what it is of
+        given = getattr(problem.options, name[1:])
+        if name in grads and given is not None and grads[name].size == given.size:
+            grads[name] = grads[name].reshape(given.shape)
+    verdicts = check_grads(grads, problem.q.values, problem.k.values, problem.v.values, d_out, problem.options,
+                           factors, atol)
+    failed = [name for name, verdict in verdicts.items() if not verdict.passed]
+    emit(grads_result(source, problem, verdicts, factor), fmt, "error")
+    if failed:
+        raise CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)),
+                          source=sources.get(failed[0], source))
+
+
+def read_gradients(files: list[str], reading: ReadFlags) -> tuple[dict, dict[str, str], list[str]]:
+    """The gradients by name, the file each came from, and the files left for Q, K, V: a
+    bundle of dq, dk, dv (dsinks, dbias), or, when the first file holds one array, three
+    files dQ dK dV."""
+    from attncli.cli.io import source_name
+    from attncli.cli.reading import read_named
+    from attncli.readers import NotABundle
+
+    try:
+        bundle = read_named(files[0], reading.settings(), bundle=True, tensors=True, finite=False)
+        held = {name.lower(): m.values for name, m in bundle.matrices.items()}
+    except NotABundle:
+        held = {}
+    if "dq" in held or len(files) not in (4, 6):
+        return held, {}, files[1:]
+    sources = dict(zip(("dq", "dk", "dv"), files[:3], strict=True))
+    arrays = {name: read_named(f, reading.settings(), tensors=True, finite=False).matrix().values
+              for name, f in sources.items()}
+    return arrays, {name: source_name(f) for name, f in sources.items()}, files[3:]
+
+
+def grad_position(name: str, index: tuple[int, ...]) -> str:
+    """'head 1, key 3, column 2' for an index of a gradient (dsinks: 'head 2'; dbias: 'query 1, key 3')."""
+    rows = {"dq": "query", "dk": "key", "dv": "key"}
+    names = (["head"] if name == "dsinks" else ["query", "key"] if name == "dbias"
+             else ["head", rows[name], "column"])[-len(index):]
+    parts = [f"{label} {i}" for label, i in zip(names, index[-len(names):], strict=True)]
+    lead = index[: len(index) - len(names)]
+    if lead:
+        parts.insert(0, f"batch {lead[0] if len(lead) == 1 else tuple(lead)}")
+    return ", ".join(parts)
+
+
+def grad_failure(name: str, verdict: Verdict, count: int) -> str:
+    """The one line of a failed gradient check: which gradient, and where."""
+    import math
+
+    where = grad_position(name, verdict.worst)
+    worst = verdict.error[verdict.worst]
+    others = f" ({count - 1} more {'gradient disagrees' if count == 2 else 'gradients disagree'})" if count > 1 else ""
+    if not math.isfinite(worst):
+        return f"{name} holds a non-finite value at {where}{others}"
+    return (f"{name} disagrees with the reference: max |{name} - ref| = {worst:.3g} at {where} is more than the "
+            f"tolerance {verdict.tolerance:.3g} ({verdict.factor:g} × baseline error "
+            f"{verdict.max_baseline_error:.3g} + atol {verdict.atol:.3g}){others}")
+
+
+def grads_result(name: str, problem: Problem, verdicts: dict[str, Verdict], factor: float) -> Result:
+    """JSON and the terminal view of a gradient check: one verdict per gradient, its worst cell and head."""
+    passed = all(verdict.passed for verdict in verdicts.values())
+    gradients = {
+        grad: {"passed": verdict.passed, "dtype": verdict.dtype,
+               "max_abs_error": _json_number(verdict.max_error),
+               "max_rel_error": _json_number(verdict.max_relative_error),
+               "worst": {"index": list(verdict.worst), "where": grad_position(grad, verdict.worst)},
+               "baseline_error": verdict.max_baseline_error, "factor": verdict.factor, "atol": verdict.atol,
+               "tolerance": verdict.tolerance}
+        for grad, verdict in verdicts.items()}
+    data: dict[str, Any] = {"grads": name, "passed": passed, "verdict": "pass" if passed else "fail",
+                            "rule": "max|G - ref| <= factor * max|baseline - ref| + atol", "gradients": gradients}
+
+    def view() -> Any:
+        from rich.table import Table
+        from rich.text import Text
+
+        from attncli.output.render import stack
+
+        header = Text.assemble(("attn check --grad ", "bold"), name, ": ",
+                               ("PASS" if passed else "FAIL", "bold green" if passed else "bold red"))
+        table = Table(show_edge=False, pad_edge=False)
+        for column in ("", "dtype", "max |G - ref|", "at", "tolerance", "within"):
+            table.add_column(column, no_wrap=True)
+        for grad, verdict in verdicts.items():
+            ok = verdict.passed
+            table.add_row(grad, verdict.dtype, f"{verdict.max_error:.3g}", grad_position(grad, verdict.worst),
+                          f"{verdict.tolerance:.3g}", "yes" if ok else "NO", style=None if ok else "red")
+        return stack(header, table)
+
+    matrices = {"error": Emitted(problem.to_file_layout(verdicts["dq"].error), problem.q.row_labels,
+                                 problem.q.col_labels)}
+    return Result(data, view, matrices)
 
 
 def check_shape(out, problem: Problem) -> None:

@@ -45,6 +45,7 @@ Examples:
   attn explain samples/colors.yaml -f json | jq .scaled
   attn explain samples/colors.yaml --html colors.html
   attn explain q.npy k.npy v.npy --head 3 --rope neox --window 3,0 --sinks s.npy   # one head of a tensor
+  attn explain q.csv k.csv v.csv --grad --dout dout.csv --query 1   # the backward pass too
 """
 
 TERMS = 8  # terms written out in a sum before the rest are summarised
@@ -74,6 +75,12 @@ def explain(
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
     look: ViewFlags = FROM_VIEW_OPTIONS,
+    grad: Annotated[bool, typer.Option(
+        "--grad", help="Also the backward pass for --dout: dP, the softmax's Jacobian, dS, and the query's dQ "
+                       "row term by term.")] = False,
+    dout: Annotated[str | None, typer.Option(
+        "--dout", metavar="FILE", show_default=False,
+        help="With --grad: the gradient of the output, dO (or a bundle entry dout).")] = None,
 ) -> None:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 
@@ -85,13 +92,17 @@ def explain(
     JSON with scores, scaled, logits, weights, output.
     """
     check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [*files, *attention.files()])
-    problem = load_problem(files, attention, reading.settings(), layout)
+                  [*files, *attention.files(), *([dout] if dout is not None else [])])
+    if dout is not None and not grad:
+        raise UsageError("--dout is for the backward pass", hint="add --grad")
+    problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",) if grad else ())
     options = problem.options
     steps = compute(problem, options)
+    backward = backward_of(problem, steps, dout, reading, batch, head) if grad else None
     if problem.tensors or steps.rotated is not None:
         problem, steps = one_head(problem, steps, batch, head)
-    result = explain_result(problem, steps, precision, options, pick_query(problem, query), look.style())
+    result = explain_result(problem, steps, precision, options, pick_query(problem, query), look.style(),
+                            backward)
     emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn explain")
 
 
@@ -109,8 +120,27 @@ def pick_query(problem: Problem, query: str | None) -> int:
     raise UsageError(f"--query {clip(query)}: no such query", hint=f"Q has {rows}; give a number or a label")
 
 
+def backward_of(problem: Problem, steps, dout: str | None, reading: ReadFlags, batch: int | None,
+                head: int | None) -> dict:
+    """The backward pass of the (batch, head) explained: dO, dP, delta, dS, dZ, dQ, dK, dV as matrices."""
+    from attncli.cli.qkv import output_gradient, slice_of
+    from attncli.core.grad import attention_grad
+
+    d_out = output_gradient(problem, dout, reading.settings())
+    grads = attention_grad(problem.q.values, problem.k.values, problem.v.values, d_out, problem.options,
+                           block=0)  # whole, as the forward steps explained are
+    assert grads.steps is not None
+    b, h = batch or 0, head or 0
+    lead = steps.weights.shape[:-2]
+    parts = {"dp": grads.steps.dp, "delta": grads.steps.delta, "ds": grads.steps.ds, "dz": grads.steps.dz}
+    one = {name: slice_of(values, b, h) for name, values in parts.items()}
+    for name, values in (("dout", d_out), ("dq", grads.dq), ("dk", grads.dk), ("dv", grads.dv)):
+        one[name] = _head_of(values, lead, b, h)
+    return one
+
+
 def explain_result(problem: Problem, steps, precision: int, options: AttentionOptions, i: int,
-                   style=None) -> Result:
+                   style=None, backward: dict | None = None) -> Result:
     """JSON with every step, and the step-by-step view, for query row ``i``."""
     import math
 
@@ -130,11 +160,14 @@ def explain_result(problem: Problem, steps, precision: int, options: AttentionOp
     if "slice" in problem.meta:
         data["batch"], data["head"] = problem.meta["slice"]
     data.update((key, value) for key, value in base.data.items() if key not in data)
-    return Result(data, explain_view(problem, steps, precision, options, i, scaled, style), base.matrices,
-                  base.maps)
+    if backward is not None:
+        data["backward"] = {name: values for name, values in backward.items()}
+    return Result(data, explain_view(problem, steps, precision, options, i, scaled, style, backward),
+                  base.matrices, base.maps)
 
 
-def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled, style=None):
+def explain_view(problem: Problem, steps, precision: int, options: AttentionOptions, i: int, scaled, style=None,
+                 backward: dict | None = None):
     """The steps one under another: a heading, a sentence or two, the numbers."""
     import itertools
 
@@ -190,7 +223,60 @@ def explain_view(problem: Problem, steps, precision: int, options: AttentionOpti
         table(steps.output, rows, problem.columns, "output = weights · V"),
         readings(problem, steps, precision, rows=[i]),
     ]
+    if backward is not None:
+        sections += backward_sections(problem, steps, backward, options, i, precision, heading, table)
     return stack(*sections)
+
+
+def backward_sections(problem: Problem, steps, b: dict, options: AttentionOptions, i: int, precision: int,
+                      heading, table) -> list:
+    """The backward pass with the user's numbers: dP, the softmax's Jacobian step, dS, and dQ row i term by term."""
+    from rich.text import Text
+
+    from attncli.output.render import fmt
+
+    rows, key_rows, key_cols = shown_labels(problem)
+    d_k = problem.q.values.shape[-1]
+    factor_ = steps.scale / options.temperature
+    k_met = steps.rotated[1] if steps.rotated is not None else problem.k.values  # K as it met Q
+    shown = [j for j in range(len(key_rows)) if b["dz"][i, j] != 0][:TERMS]
+    terms = [f"{factor(b['dz'][i, j], precision)} × {_vector(k_met[j], precision)}" for j in shown]
+    row = factor_ * (b["dz"][i] @ k_met)
+    softcap = options.softcap is not None
+    turned = [f"RoPE's rotation is then turned back (by minus each position's angle): dQ row = "
+              f"{_vector(b['dq'][i], precision)}."] if steps.rotated is not None else []
+    cosine = ["With cosine similarity Q and K are unit rows here; the gradient is then taken back through "
+              "their normalisation."] if options.similarity == "cosine" else []
+    return [
+        heading("Backward: dP = dO · Vᵀ",
+                "Given dO, the gradient of something with respect to each output, every weight's gradient "
+                "is how its value lines up with dO: dP[i, j] = dO[i] · v[j]."),
+        table(b["dout"], rows, problem.columns, "dO, the output's gradient"),
+        table(b["dp"], rows, key_cols, "dP = dO · Vᵀ"),
+        heading("The softmax's Jacobian: rowsum(dO ∘ O)",
+                "Softmax ties each row's weights together (they sum to 1), so raising one lowers the others: "
+                "the gradient of a logit is P[i, j] (dP[i, j] − δ[i]), with δ[i] = Σ_j P[i, j] dP[i, j] "
+                "= dO[i] · O[i]."),
+        table(b["delta"], rows, ["δ"], "δ = rowsum(dO ∘ O)"),
+        heading("dS = P ∘ (dP − δ)",
+                "A pair the mask forbids has P = 0, so no gradient; a query that sees no key gets none."
+                + (" The sinks take no gradient here; theirs is Σ_i −p_sink[i] · δ[i]." if options.sinks is not None
+                   else "")),
+        table(b["ds"], rows, key_cols, "dS, the logits' gradient"),
+        *([heading("Through the soft-cap", f"cap · tanh(x / cap) has slope 1 − tanh²(x / cap): "
+                   f"dZ = dS ∘ (1 − tanh²(scaled / {fmt(float(options.softcap), precision)})).")  # type: ignore[arg-type]
+           , table(b["dz"], rows, key_cols, "dZ, the scaled scores' gradient")] if softcap else []),
+        heading(f"dQ for {problem.queries[i]}: dZ · K · scale",
+                f"Each query's gradient is the keys, each times its {'dZ' if softcap else 'dS'}, times the "
+                f"scale {fmt(factor_, precision)}:", *cosine),
+        Text(f"{problem.queries[i]}: {fmt(factor_, precision)} × ({' + '.join(terms) or '0'}"
+             f"{' + …' if len(shown) < sum(1 for j in range(len(key_rows)) if b['dz'][i, j] != 0) else ''}) = "
+             f"{_vector(row, precision)}" + ("".join("\n" + line for line in turned))),
+        table(b["dq"], rows, problem.q.col_labels or _columns(d_k), "dQ = dZ · K · scale"),
+        table(b["dk"], key_rows, problem.k.col_labels or _columns(d_k),
+              "dK = dZᵀ · Q · scale (summed over the query heads of a K/V head's group)"),
+        table(b["dv"], key_rows, problem.columns, "dV = Pᵀ · dO (summed over the group's query heads)"),
+    ]
 
 
 def factor(x: float, precision: int) -> str:
