@@ -35,13 +35,22 @@ class Layout(str, Enum):
 
 
 class Emit(str, Enum):
-    """The matrix csv/tsv/npy write: each command's result says which it has."""
+    """The matrix csv/tsv/npy write: each command's result says which it has
+    (asking for another is a usage error naming those it has); each command's
+    --emit shows its own in its metavar."""
 
     output = "output"
     weights = "weights"
-    q = "q"
+    q = "q"  # self: the projections
     k = "k"
     v = "v"
+    dq = "dq"  # grad: the gradients
+    dk = "dk"
+    dv = "dv"
+    dsinks = "dsinks"
+    dbias = "dbias"
+    error = "error"  # check: |OUT − ref|, in the files' layout
+    reference = "reference"  # check: the float64 reference output, in the files' layout
 
 
 # Arguments and options shared with commands that take the same inputs (explain).

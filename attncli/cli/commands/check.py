@@ -7,7 +7,6 @@ within tolerance, 3 when not; 1 and 2 keep meaning bad data and bad usage.
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -17,6 +16,7 @@ from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
     AttentionFlags,
+    Emit,
     FormatOption,
     HtmlOption,
     Layout,
@@ -51,13 +51,6 @@ Examples:
 QUERY_COLUMNS = 32  # the error heatmap's columns: queries are grouped past this many
 
 
-class CheckEmit(str, Enum):
-    """The array csv/tsv/npy/npz/safetensors write."""
-
-    error = "error"  # |OUT − ref|, in the files' layout
-    reference = "reference"  # the float64 reference output, in the files' layout
-
-
 @attention_options()
 @read_options()
 def check(
@@ -80,9 +73,10 @@ def check(
              "largest |reference| value.",
     )] = None,
     fmt: FormatOption = None,
-    emit_which: Annotated[CheckEmit, typer.Option(
-        "--emit", help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|) or the reference output.",
-    )] = CheckEmit.error,
+    emit_which: Annotated[Emit, typer.Option(
+        "--emit", metavar="error|reference",
+        help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|) or the reference output.",
+    )] = Emit.error,
     precision: PrecisionOption = 3,
     svg: SvgOption = None, html: HtmlOption = None,
     grad: Annotated[bool, typer.Option(

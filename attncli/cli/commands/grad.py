@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from enum import Enum
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -13,6 +12,7 @@ from attncli.cli.options import (
     FROM_READ_OPTIONS,
     AttentionFlags,
     BatchOption,
+    Emit,
     FilesArgument,
     FormatOption,
     HeadOption,
@@ -41,22 +41,12 @@ Examples:
 MAX_SLICES = 4  # (batch, head) pairs the terminal view shows of each gradient
 
 
-class GradEmit(str, Enum):
-    """The gradient csv/tsv/npy write (NPZ and safetensors write them all)."""
-
-    dq = "dq"
-    dk = "dk"
-    dv = "dv"
-    dsinks = "dsinks"
-    dbias = "dbias"
-
-
 DoutOption = Annotated[str | None, typer.Option(
     "--dout", metavar="FILE", show_default=False,
     help="The gradient of the output, dO: the shape of the output (n_q×d_v, or [..., heads, n_q, d_v]). "
          "A bundle may hold it as 'dout'.",
 )]
-GradEmitOption = Annotated[GradEmit, typer.Option(
+GradEmitOption = Annotated[Emit, typer.Option(
     "--emit", metavar="dq|dk|dv|dsinks|dbias",
     help="The gradient csv/tsv/npy write; npz and safetensors write every gradient, one entry each.",
 )]
@@ -73,7 +63,7 @@ def grad(
     batch: BatchOption = None,
     head: HeadOption = None,
     fmt: FormatOption = None,
-    emit_which: GradEmitOption = GradEmit.dq,
+    emit_which: GradEmitOption = Emit.dq,
     precision: PrecisionOption = 3,
 ) -> None:
     """The backward pass: dQ, dK, dV of attention for the output's gradient dO.
