@@ -7,8 +7,10 @@ import json
 import numpy as np
 import pytest
 
-from attncli.cli.io import progress_bar, read_matrix_arg
+from attncli.cli.io import progress_bar
+from attncli.cli.reading import read_matrix_named
 from attncli.output.writers import to_json, write_delimited, write_json
+from attncli.readers import TextSettings
 
 
 @pytest.fixture
@@ -53,7 +55,7 @@ def test_emit_output_with_a_mask_file(attn, npy_problem, tmp_path):
 
 
 def test_npy_files_are_memory_mapped(npy_problem):
-    m = read_matrix_arg(str(npy_problem[0]))
+    m = read_matrix_named(str(npy_problem[0]), TextSettings())  # as every command reads a named input
     assert isinstance(m.values, np.memmap) and m.values.dtype == np.float32 and m.shape == (37, 5)
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from attncli.errors import AttnError, UsageError, file_error
 
 if TYPE_CHECKING:
-    from attncli.readers import Input, Matrix
+    from attncli.readers import Input
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -45,14 +45,6 @@ def read_stdin() -> bytes:
 def read_bytes(name: str) -> bytes:
     """The whole input named on the command line; ``-`` is stdin."""
     return open_input(name).data()
-
-
-def read_matrix_arg(name: str, *, mask: bool = False, tensors: bool = False) -> Matrix:
-    """The one matrix in the input named on the command line (``-`` is stdin);
-    ``tensors``: of any rank ≥ 2, in its stored float dtype."""
-    from attncli.readers import read_matrix
-
-    return read_matrix(open_input(name), mask=mask, tensors=tensors)
 
 
 def source_name(name: str) -> str:
