@@ -122,6 +122,27 @@ def test_leading_axes_broadcast_as_in_pytorch():
     np.testing.assert_allclose(out.reshape(6, 4, 5, 3), expected, atol=1e-12)
 
 
+@pytest.mark.parametrize("k_heads, v_heads", [(1, 2), (2, 1)])
+def test_k_shared_by_v_heads_or_v_by_k_heads_with_per_head_variants(k_heads, v_heads):
+    """K [1, 1, n, d] with V [1, 2, n, d] (or the other way) broadcast as PyTorch does; per-head
+    ALiBi and sinks then meet two heads of logits (this was exit 70: an in-place add of the wrong shape)."""
+    from attncli.core.grad import attention_grad
+
+    rng = np.random.default_rng(4)
+    q = rng.standard_normal((1, 1, 3, 4))
+    k, v = rng.standard_normal((1, k_heads, 5, 4)), rng.standard_normal((1, v_heads, 5, 4))
+    dout = rng.standard_normal((1, 2, 3, 4))
+    options = AttentionOptions(alibi=True, sinks=np.array([0.5, -1.0]), causal="bottom-right")
+    whole = [np.broadcast_to(m, (1, 2) + m.shape[-2:]).copy() for m in (q, k, v)]
+    expected = attention(*whole, options, need_weights=False)[0]
+    for implementation in ("reference", "blocked"):
+        got = attention(q, k, v, options, implementation=implementation, need_weights=False)[0]
+        np.testing.assert_allclose(got, expected, atol=1e-13)
+    grads, grads_whole = attention_grad(q, k, v, dout, options), attention_grad(*whole, dout, options)
+    for got, want in ((grads.dq, grads_whole.dq), (grads.dk, grads_whole.dk), (grads.dv, grads_whole.dv)):
+        np.testing.assert_allclose(got, want.sum(axis=1, keepdims=True) if got.shape[1] == 1 else want, atol=1e-13)
+
+
 @pytest.mark.parametrize("q_shape, k_shape, v_shape, message", [
     ((1, 6, 3, 4), (1, 4, 5, 4), (1, 4, 5, 2),
      "Q has 6 heads but K and V have 4 (for grouped-query attention the K/V heads must divide the query heads)"),

@@ -29,7 +29,7 @@ from attncli.core.kernel import blocked
 from attncli.core.logits import combine, prepare, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.reference import reference, softmax
-from attncli.errors import ShapeError
+from attncli.errors import AttnError, ShapeError
 
 ULPS = 2.0  # the default atol, in units in the last place of OUT's dtype at max|ref|
 FLOAT64_KEY_BLOCK = 64  # the float64 baseline's key blocks
@@ -68,7 +68,7 @@ class Verdict:
 
     @property
     def tolerance(self) -> float:
-        return self.factor * self.max_baseline_error + self.atol
+        return (self.factor * self.max_baseline_error if self.factor else 0.0) + self.atol
 
     @property
     def passed(self) -> bool:
@@ -95,14 +95,23 @@ def check(out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, options:
     if dtype == np.float64:
         base = blocked(q64, k64, v64, options, query_block=64, key_block=FLOAT64_KEY_BLOCK, workers=1)
     else:
-        base = naive(q, k, v, options, dtype)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # an overflow: check_baseline's
+            base = naive(q, k, v, options, dtype)
     out64 = np.asarray(out).astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(out64 - ref)  # NaN where OUT is NaN
         baseline_error = np.abs(base.astype(np.float64) - ref)
     if atol is None:
         atol = ULPS * ulp(float(np.abs(ref).max()) if ref.size else 0.0, dtype)
+    check_baseline(baseline_error, dtype, factor)
     return Verdict(dtype.name, out64, error, baseline_error, ref, factor, atol)
+
+
+def check_baseline(baseline_error: np.ndarray, dtype: np.dtype, factor: float, what: str = "the output") -> None:
+    """A baseline that overflows ``dtype`` gives the rule no tolerance: say so, never pass or fail on NaN."""
+    if factor and not np.isfinite(baseline_error).all():
+        raise AttnError(f"the naive {dtype.name} baseline overflows on these inputs, so the rule has no "
+                        f"tolerance for {what}", hint="scale Q or K down, or give one: --factor 0 --atol A")
 
 
 def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, dtype: np.dtype) -> np.ndarray:
@@ -177,12 +186,14 @@ def check_grads(grads: dict[str, np.ndarray], q: np.ndarray, k: np.ndarray, v: n
             base, slack = want, FLOAT64_GRAD_ULPS
         else:
             rounded = rounding(dtype)
-            base, slack = backward(rounded(q), rounded(k), rounded(v), rounded(dout), options,
-                                   rounded).named()[name], ULPS
+            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # an overflow: check_baseline's
+                base, slack = backward(rounded(q), rounded(k), rounded(v), rounded(dout), options,
+                                       rounded).named()[name], ULPS
         got64 = np.asarray(got).astype(np.float64)
         with np.errstate(invalid="ignore", over="ignore"):
             error = np.abs(got64 - want)
             baseline_error = np.abs(np.asarray(base, dtype=np.float64) - want)
         tol = slack * ulp(float(np.abs(want).max()) if want.size else 0.0, dtype) if atol is None else atol
+        check_baseline(baseline_error, dtype, factors[name], name)
         verdicts[name] = Verdict(dtype.name, got64, error, baseline_error, want, factors[name], tol)
     return verdicts

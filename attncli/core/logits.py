@@ -20,7 +20,7 @@ from attncli.core.positions import (
     rotate,
     window_allowed,
 )
-from attncli.errors import AttnError, ShapeError
+from attncli.errors import AttnError, ShapeError, UsageError
 from attncli.text import plural
 
 EVERYTHING = slice(None)
@@ -103,9 +103,12 @@ def prepare(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptio
     # np.asarray keeps a memory-mapped float array mapped when its dtype fits.
     q, k, v = (np.asarray(m, dtype=dtype) for m in (q, k, v))
     check_shapes(q, k, v)
+    check_softcap(options.softcap, dtype)
     n_q, d_k, n_k = q.shape[-2], q.shape[-1], k.shape[-2]
     scale = options.scale_for(d_k)
     lead, group = leading_axes(q, k, v)  # [..., H_q], query heads per K/V head
+    kv = np.broadcast_shapes(k.shape[:-2], v.shape[:-2])  # K may be shared by V's heads, or V by K's (as in PyTorch)
+    k, v = np.broadcast_to(k, kv + k.shape[-2:]), np.broadcast_to(v, kv + v.shape[-2:])  # views, no copies
     shape = lead + (n_q, n_k)  # the weights as the user sees them: [..., H_q, n_q, n_k]
     for m in (options.mask, options.bias):
         if m is not None and not broadcasts_to(m.shape, shape):
@@ -132,6 +135,15 @@ def prepare(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptio
     return Problem(q, k, v, options, scale, mask, bias, logits_shape, bool(bound < float(np.finfo(dtype).max)),
                    alibi=None if slopes is None else grouped(slopes),
                    sinks=None if sinks is None else grouped(sinks), group=group)
+
+
+def check_softcap(cap: float | None, dtype: np.dtype) -> None:
+    """cap · tanh(z / cap) is worked out in the scores' dtype: the cap must be a normal number of it."""
+    info = np.finfo(dtype)
+    if cap is not None and not float(info.tiny) <= cap <= float(info.max):
+        raise UsageError(f"softcap {cap:g} is outside {np.dtype(dtype).name}'s range "
+                         f"({float(info.tiny):.3g} to {float(info.max):.3g})",
+                         hint="give a softcap within it" + ("" if dtype == np.float64 else ", or pass float64 data"))
 
 
 def check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
@@ -227,9 +239,9 @@ def scores(p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING, facto
     qb, kb = p.q[..., rows, :], p.k[..., cols, :]  # [..., r, d_k], [..., c, d_k]
     if p.options.similarity == "cosine":
         qb, kb = unit_rows(qb), unit_rows(kb)  # row by row: the same as on whole matrices
-    if factor != 1.0:
-        qb = qb * factor
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is check_scores' to report
+        if factor != 1.0:
+            qb = qb * factor
         return qb @ np.swapaxes(kb, -1, -2)  # [..., r, d_k] @ [..., d_k, c] -> [..., r, c]
 
 
@@ -290,8 +302,8 @@ def check_scores(logits: np.ndarray) -> None:
         if np.isfinite(logits.sum()) or np.isfinite(logits).all():
             return
     raise AttnError(
-        "attention scores overflow: Q and K hold numbers too large to multiply",
-        hint="scale the inputs down, or pass float64 data",
+        f"attention scores overflow {logits.dtype}: scale · q·k / temperature is too large",
+        hint="scale Q or K down, use a smaller scale or a larger temperature, or pass float64 data",
     )
 
 

@@ -87,6 +87,9 @@ class AttentionOptions:
     def __post_init__(self) -> None:
         check_positive("scale", self.scale)
         check_positive("temperature", self.temperature)
+        if not math.isfinite((self.scale or 1.0) / self.temperature):  # the default scale 1/√d_k ≤ 1
+            raise UsageError(f"temperature {self.temperature} is too small: scale / temperature overflows",
+                             hint="use a larger temperature (or a smaller scale)")
         if self.similarity not in SIMILARITIES:
             raise AttnError(f"unknown similarity {self.similarity!r}", hint="use dot or cosine")
         if self.causal is not None and self.causal not in CAUSAL_ALIGNS:

@@ -65,7 +65,9 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     """
     p = prepare(q, k, v, options or AttentionOptions())  # Q and K rotated (RoPE), heads grouped (GQA)
     qk = scores(p)  # [..., n_q, n_k] q·k
-    logits, allowed = combine(qk * p.factor, p)  # [..., n_q, n_k] scaled, soft-capped, + bias, −inf where forbidden
+    with np.errstate(over="ignore"):  # an overflow is combine's to report, in one line
+        scaled = qk * p.factor  # [..., n_q, n_k] q·k · scale / temperature
+    logits, allowed = combine(scaled, p)  # [..., n_q, n_k] soft-capped, + bias, −inf where forbidden
     weights = softmax(logits, sink=p.sinks)  # [..., n_q, n_k] each row sums to 1 (0 if all forbidden, < 1 with sinks)
     with np.errstate(over="ignore", invalid="ignore"):
         output = weights @ p.v  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v]

@@ -245,7 +245,8 @@ def grads_result(name: str, problem: Problem, verdicts: dict[str, Verdict], fact
                "max_abs_error": _json_number(verdict.max_error),
                "max_rel_error": _json_number(verdict.max_relative_error),
                "worst": {"index": list(verdict.worst), "where": grad_position(grad, verdict.worst)},
-               "baseline_error": verdict.max_baseline_error, "factor": verdict.factor, "atol": verdict.atol,
+               "baseline_error": _json_number(verdict.max_baseline_error), "factor": verdict.factor,
+               "atol": verdict.atol,
                "tolerance": verdict.tolerance}
         for grad, verdict in verdicts.items()}
     data: dict[str, Any] = {"grads": name, "passed": passed, "verdict": "pass" if passed else "fail",
@@ -330,7 +331,7 @@ def check_result(name: str, problem: Problem, verdict: Verdict, options: Attenti
         "max_rel_error": _json_number(verdict.max_relative_error),
         "worst": {"index": list(worst), "where": position(worst, error.shape),
                   "out": _json_number(verdict.out[worst]), "reference": float(verdict.reference[worst])},
-        "baseline_error": verdict.max_baseline_error,
+        "baseline_error": _json_number(verdict.max_baseline_error),
         "factor": verdict.factor,
         "atol": verdict.atol,
         "tolerance": verdict.tolerance,

@@ -145,7 +145,7 @@ def explain_result(problem: Problem, steps, precision: int, options: AttentionOp
     import math
 
     base = run_result(problem, steps, precision, options, style=style)  # the JSON fields and matrices run writes
-    scaled = steps.scores * steps.scale / options.temperature
+    scaled = steps.scores * (steps.scale / options.temperature)  # as the reference scales them
     data = {
         "queries": base.data["queries"], "keys": base.data["keys"], "columns": base.data["columns"],
         "query": problem.queries[i], "query_index": i,
