@@ -69,6 +69,8 @@ SHELL = {
     "a table into a closed pipe": ("attn run q.csv k.csv v.csv -f table | true; exit ${PIPESTATUS[0]}", 141, "",
                                    None),
     "JSON into a closed pipe": ("attn run q.csv k.csv v.csv | true; exit ${PIPESTATUS[0]}", 141, "", None),
+    "help into a closed pipe": ("attn --help | true; exit ${PIPESTATUS[0]}", 141, "", None),
+    "a command's help into a closed pipe": ("attn run --help | true; exit ${PIPESTATUS[0]}", 141, "", None),
     "CSV into a closed pipe": ("attn softmax 1 2 -f csv | true; exit ${PIPESTATUS[0]}", 141, "", None),
     "stdout appended to an input": (
         "cp q.csv qq.csv; attn run qq.csv k.csv v.csv >> qq.csv; code=$?; cmp -s qq.csv q.csv || exit 99; "

@@ -137,6 +137,10 @@ class AttnGroup(TyperGroup):
                 code = e.exit_code
         except typer.Abort:
             code = 130
+        except SystemExit as e:  # Typer's answer to a closed pipe under its own output (`attn --help | true`)
+            if e.code != 1 or type(sys.stdout).__name__ != "PacifyFlushWrapper":
+                raise
+            code = EXIT_BROKEN_PIPE
         except OSError as e:  # Click's own output failed: `attn --help > /dev/full`, `attn --version | true`
             from attncli.cli.emit import STDOUT_NAME, silence_stdout
 
