@@ -402,6 +402,37 @@ def test_blocked_backward_is_the_whole_one(name, heads):
             np.testing.assert_allclose(blocked[key], g, rtol=1e-12, atol=1e-13, err_msg=f"{key} block {block}")
 
 
+BIASES = {  # q is [2 batches, H_q heads, 5 queries, d]; keys 7
+    "shared by batches and heads": lambda h: (5, 7),
+    "[1, 1, n_q, n_k]": lambda h: (1, 1, 5, 7),
+    "one per head": lambda h: (h, 5, 7),
+    "one per batch and head": lambda h: (2, h, 5, 7),
+    "one per key, per head": lambda h: (2, h, 1, 7),
+    "one per query": lambda h: (5, 1),
+}
+
+
+@pytest.mark.parametrize("bias", list(BIASES))
+@pytest.mark.parametrize("heads", [(2, 2), (4, 2)], ids=["mha", "gqa"])
+def test_blocked_dbias_is_summed_to_the_bias_shape_block_by_block(bias, heads, monkeypatch):
+    import attncli.core.grad as grad
+
+    rng = np.random.default_rng(11)
+    h_q, h_kv = heads
+    q, k, v = rng.normal(size=(2, h_q, 5, 4)), rng.normal(size=(2, h_kv, 7, 4)), rng.normal(size=(2, h_kv, 7, 3))
+    dout = rng.normal(size=(2, h_q, 5, 3))
+    options = AttentionOptions(bias=rng.normal(size=BIASES[bias](h_q)), causal="bottom-right", softcap=2.0)
+    whole = attention_grad(q, k, v, dout, options).dbias
+    held = []
+    original = grad._blocked
+    monkeypatch.setattr(grad, "_blocked", lambda *a: held.append(original(*a)[3]) or original(*a))
+    for block in (2, 3):
+        blocked = attention_grad(q, k, v, dout, options, block=block).dbias
+        assert blocked.shape == options.bias.shape
+        np.testing.assert_allclose(blocked, whole, rtol=1e-12, atol=1e-13, err_msg=f"block {block}")
+    assert all(ds.size == options.bias.size for ds in held)  # never every head's n_q × n_k
+
+
 def test_long_inputs_go_in_blocks(monkeypatch):
     import attncli.core.grad as grad
 

@@ -21,7 +21,9 @@ they met (rotated with RoPE). Then, in order back to the inputs:
 
 Any input that broadcast in the forward pass gets its gradient summed back
 over the axes it was broadcast along. The n_q × n_k matrices are held whole
-per call (the blocked backward is not written yet).
+(``_whole``) or, for long inputs, never (``_blocked``: each block's dS is
+summed down to the bias's broadcast shape as it goes, so dbias takes the
+bias's memory, not every head's n_q × n_k).
 """
 
 from __future__ import annotations
@@ -115,9 +117,9 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     if options.similarity == "cosine":
         qm, km = rounded(unit_rows(qm)), rounded(unit_rows(km))
     if block is None:
-        dq, dk, dv, ds, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
+        dq, dk, dv, ds_bias, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
     else:
-        dq, dk, dv, ds, sink_terms, output, steps = _blocked(p, qm, km, do, options, block)
+        dq, dk, dv, ds_bias, sink_terms, output, steps = _blocked(p, qm, km, do, options, block)
 
     dq = p.ungroup(dq)  # [..., H_q, n_q, d_k]
     dk, dv = _ungroup_kv(dk, p), _ungroup_kv(dv, p)  # [..., H_kv, n_k, d]: summed over each group
@@ -133,8 +135,8 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
         per_head = p.ungroup(np.sum(sink_terms, axis=-2, keepdims=True))  # [..., H_q, 1, 1]
         dsinks = _sum_to(per_head[..., 0, 0], options.sinks.shape)
     dbias = None
-    if options.bias is not None and ds is not None:
-        dbias = _sum_to(p.ungroup(ds), options.bias.shape)
+    if options.bias is not None and ds_bias is not None:
+        dbias = _sum_to(p.ungroup(ds_bias), options.bias.shape)
     return Grads(_sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape),
                  dsinks, dbias, p.ungroup(output),
                  None if steps is None else _ungroup_steps(steps, p))
@@ -147,7 +149,8 @@ Raw = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray
 def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
            rounded: Callable[[np.ndarray], np.ndarray]) -> Raw:
     """The closed form on whole n_q × n_k matrices -> grouped dQ, dK, dV (before RoPE
-    and cosine are undone), dS, each row's sink term −p_s · rowsum(dO ∘ O), and O."""
+    and cosine are undone), dS summed to the grouped bias's shape (None without a
+    bias), each row's sink term −p_s · rowsum(dO ∘ O), O, and the steps."""
     z = rounded(scores(p, factor=p.factor))  # [..., n_q, n_k] Z = q·k · scale / temperature
     logits, _ = combine(z.copy(), p)  # [..., n_q, n_k] softcap(Z) + bias + ALiBi, −inf where forbidden
     weights = rounded(softmax(rounded(logits), sink=p.sinks))  # [..., n_q, n_k] P
@@ -166,13 +169,15 @@ def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: 
     sink_terms = None
     if p.sinks is not None:
         sink_terms = -(1.0 - weights.sum(axis=-1, keepdims=True)) * delta  # [..., n_q, 1] −p_s · rowsum(dO ∘ O)
-    return dq, dk, dv, ds, sink_terms, output, BackwardSteps(dp, delta, ds, dz)
+    ds_bias = None if p.bias is None else _sum_to(ds, p.bias.shape)  # dbias = dS, over what the bias spans
+    return dq, dk, dv, ds_bias, sink_terms, output, BackwardSteps(dp, delta, ds, dz)
 
 
 def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
              block: int) -> Raw:
-    """The same in blocks of ``block`` queries × ``block`` keys, never holding n_q × n_k
-    (but for dS when a bias is given: dbias is its size). Three passes over the keys
+    """The same in blocks of ``block`` queries × ``block`` keys, never holding n_q × n_k:
+    with a bias, each block's dS is summed down to the bias's (grouped) shape into
+    its [rows, cols], so dbias takes the bias's memory. Three passes over the keys
     of each query block, recomputing the scores: the row's max and sum (its softmax
     denominator), then P and dP give dV and rowsum(P ∘ dP) = rowsum(dO ∘ O), then dS
     gives dQ and dK. -> what ``_whole`` returns."""
@@ -182,7 +187,9 @@ def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options
     dk = np.zeros(lead + (n_k, km.shape[-1]))
     dv = np.zeros(lead + (n_k, p.v.shape[-1]))
     output = np.zeros(lead + (n_q, p.v.shape[-1]))
-    ds_whole = np.zeros(p.logits_shape) if options.bias is not None else None
+    ds_bias: np.ndarray | None = None  # dS summed to the grouped bias's shape [..., n_q or 1, n_k or 1]
+    if p.bias is not None:
+        ds_bias = np.zeros(p.bias.shape)
     sink_terms = np.zeros(lead + (n_q, 1)) if p.sinks is not None else None
     key_blocks = [slice(start, min(start + block, n_k)) for start in range(0, n_k, block)]
     for start in range(0, n_q, block):
@@ -210,14 +217,16 @@ def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options
             z, weights = _block_weights(p, rows, cols, ref, total)
             dp = do_r @ np.swapaxes(p.v[..., cols, :], -1, -2)
             ds = weights * (dp - delta)  # [..., r, c] dS
-            if ds_whole is not None:
-                ds_whole[..., rows, cols] = ds
+            if ds_bias is not None:  # the bias's block: [rows, cols] of an axis it has, whole on one it broadcasts
+                block_of_bias = ds_bias[..., rows if ds_bias.shape[-2] > 1 else slice(None),
+                                        cols if ds_bias.shape[-1] > 1 else slice(None)]
+                block_of_bias += _sum_to(ds, block_of_bias.shape)
             dz = ds if options.softcap is None else ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2)
             dq[..., rows, :] += dz @ km[..., cols, :] * p.factor
             dk[..., cols, :] += np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor
         if sink_terms is not None:
             sink_terms[..., rows, :] = -np.exp(p.sinks - ref) / total * delta  # −p_s · rowsum(dO ∘ O)
-    return dq, dk, dv, ds_whole, sink_terms, output, None
+    return dq, dk, dv, ds_bias, sink_terms, output, None
 
 
 def _block_logits(p: Problem, rows: slice, cols: slice) -> tuple[np.ndarray, np.ndarray]:
