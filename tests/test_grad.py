@@ -433,6 +433,27 @@ def test_blocked_dbias_is_summed_to_the_bias_shape_block_by_block(bias, heads, m
     assert all(ds.size == options.bias.size for ds in held)  # never every head's n_q × n_k
 
 
+def test_blocked_backward_runs_batch_and_kv_heads_on_the_thread_pool(monkeypatch):
+    import attncli.core.grad as grad
+
+    rng = np.random.default_rng(12)
+    q, k, v = rng.normal(size=(2, 6, 9, 4)), rng.normal(size=(2, 3, 11, 4)), rng.normal(size=(2, 3, 11, 3))
+    dout = rng.normal(size=(2, 6, 9, 3))
+    options = AttentionOptions(bias=rng.normal(size=(9, 11)), sinks=np.linspace(-1, 1, 6), causal="bottom-right")
+    parts = []
+    original = grad.map_blocks
+    monkeypatch.setattr(grad, "map_blocks", lambda fn, blocks, workers, progress: parts.append(len(blocks))
+                        or original(fn, blocks, workers, progress))
+    one = attention_grad(q, k, v, dout, options, block=4, workers=1).named()
+    two = attention_grad(q, k, v, dout, options, block=4, workers=2).named()
+    assert parts == [2 * 3, 2 * 3]  # batch × K/V heads, each K/V head with its group of query heads
+    whole = attention_grad(q, k, v, dout, options).named()
+    for key in whole:
+        if key != "dbias":  # each part's own sums, in the same order whatever thread runs it
+            np.testing.assert_array_equal(two[key], one[key])
+        np.testing.assert_allclose(two[key], whole[key], rtol=1e-12, atol=1e-13, err_msg=key)
+
+
 def test_long_inputs_go_in_blocks(monkeypatch):
     import attncli.core.grad as grad
 
@@ -440,7 +461,7 @@ def test_long_inputs_go_in_blocks(monkeypatch):
     original = grad._blocked
     monkeypatch.setattr(grad, "WHOLE_CELLS", 10)
     monkeypatch.setattr(grad, "BLOCK", 2)
-    monkeypatch.setattr(grad, "_blocked", lambda *a: seen.append(a[-1]) or original(*a))
+    monkeypatch.setattr(grad, "_blocked", lambda *a: seen.append(a[5]) or original(*a))  # its block
     q, k, v, dout = problem(1)
     got, whole = attention_grad(q, k, v, dout), grad.backward(q, k, v, dout, AttentionOptions())
     assert seen == [2]
