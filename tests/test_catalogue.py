@@ -252,6 +252,8 @@ CATALOGUE = [
     ("grad emit of a gradient not computed", {**TENSORS, "do.npy": npy(np.ones((1, 4, 3, 8)))},
      ["grad", *T, "--dout", "{d}/do.npy", "-f", "npy", "--emit", "dsinks"], 2,
      "--emit dsinks: this command writes dq or dk or dv"),
+    ("grad top view", TENSORS, ["grad", *T, "--view", "top"], 2,
+     "attn grad has no top view: a gradient has no heaviest keys (--view auto, compact or numbers)"),
     ("check dout without --grad", {}, ["check", "o", *QKV, "--dout", "d"], 2,
      "--dout is for checking gradients (add --grad)"),
     ("check bad grad factor", {}, ["check", "--grad", "g", *QKV, "--grad-factor", "dz=3"], 2,

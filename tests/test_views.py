@@ -302,3 +302,96 @@ def test_force_color_keeps_colours_in_a_pipe_for_less_r(attn, samples):
     assert "\x1b[" not in plain_pipe.stdout
     data = attn("run", samples / "colors.yaml", env=colours)  # FORCE_COLOR never turns a pipe's JSON into a table
     assert data.stdout.startswith("{")
+
+
+# --- signed heatmaps: gradients on the diverging scale ---------------------------------------------
+
+
+def test_diverging_scale_is_symmetric_around_a_neutral_zero():
+    from attncli.output.palette import DIVERGING, DIVERGING_256, luminance, xterm_entry
+
+    neutral = colour(0.0, signed=True)
+    assert neutral[0] == neutral[1] == neutral[2] and luminance(neutral) > 0.9  # no hue at 0
+    assert colour(-1.0, signed=True) == DIVERGING[0] and colour(1.0, signed=True) == DIVERGING[-1]
+    for x in (0.2, 0.5, 1.0):
+        below, above = colour(-x, signed=True), colour(x, signed=True)
+        assert below[2] > below[0] and above[0] > above[2]  # blue below 0, red above
+        assert abs(luminance(below) - luminance(above)) < 0.05  # |x| reads alike on both sides
+    sides = [luminance(colour(x / 10, signed=True)) for x in range(11)]
+    assert sides == sorted(sides, reverse=True)  # darker the further from 0
+    assert xterm_entry(0.0, signed=True) == 231 and len(set(DIVERGING_256)) == len(DIVERGING_256)
+    assert [shade(x, signed=True) for x in (-1, -0.5, -0.2, 0, 0.2, 0.5, 1)] == list("≡=- +*#")
+
+
+def test_a_signed_heatmap_runs_from_minus_to_plus_its_largest_magnitude():
+    from attncli.output.palette import DIVERGING
+
+    values = np.array([[-0.26, 0.52, 0.0]])
+    text = render(Heatmap(values, ["r"], ["a", "b", "c"], precision=2, style=ViewStyle(), signed=True))
+    codes = sgr_codes(text)
+    assert (48, 2, *DIVERGING[-1]) in codes  # +0.52, the largest |value|: the red end
+    assert (48, 2, 247, 247, 247) in codes  # 0: neutral
+    assert (48, 2, *colour(-0.5, signed=True)) in codes  # −0.26 is half way to the blue end
+    assert "−0.52 ▕" in plain(text) and "▏ +0.52" in plain(text)
+
+
+def test_pool_of_signed_values_keeps_the_largest_magnitude_and_its_sign():
+    x = np.array([[0.1, -0.9, 0.5, np.nan, np.nan, np.nan]])
+    np.testing.assert_array_equal(pool(x, 2, 1, signed=True), [[-0.9, 0.5, np.nan]])
+    np.testing.assert_array_equal(pool(x, 2, 1), [[0.1, 0.5, np.nan]])  # weights: the largest
+
+
+def grad_inputs(path, q_heads, kv_heads, n_q, n_k, d, seed=4):
+    rng = np.random.default_rng(seed)
+    names = {"q": (1, q_heads, n_q, d), "k": (1, kv_heads, n_k, d), "v": (1, kv_heads, n_k, d),
+             "dout": (1, q_heads, n_q, d)}
+    for name, shape in names.items():
+        np.save(path / f"{name}.npy", rng.normal(size=shape))
+    return [path / "q.npy", path / "k.npy", path / "v.npy", "--dout", path / "dout.npy"]
+
+
+def test_attn_grad_draws_a_heatmap_per_gradient(attn, monkeypatch, tmp_path):
+    rng = np.random.default_rng(5)
+    for name, shape in (("q", (3, 2)), ("k", (4, 2)), ("v", (4, 2)), ("dout", (3, 2))):
+        np.savetxt(tmp_path / f"{name}.csv", rng.normal(size=shape), delimiter=",")
+    files = [tmp_path / f"{n}.csv" for n in "qkv"]
+    text = terminal(attn, monkeypatch, "grad", *files, "--dout", tmp_path / "dout.csv")
+    from attncli import attention_grad
+    from attncli.output.render import short
+
+    grads = attention_grad(*(np.loadtxt(tmp_path / f"{n}.csv", delimiter=",") for n in ("q", "k", "v", "dout")))
+    for name in ("dq", "dk", "dv"):
+        top = short(np.abs(grads.named()[name]).max())
+        assert f"−{top} ▕" in plain(text) and f"▏ +{top}" in plain(text)  # a legend per gradient
+    assert (48, 2, *colour(1.0, signed=True)) in sgr_codes(text) and "0.150" not in text
+    assert f"{grads.dq[0, 0]:.3f}" in plain(text)  # small: the numbers in the cells
+    bare = plain(terminal(attn, monkeypatch, "grad", *files, "--dout", tmp_path / "dout.csv",
+                          env={"NO_COLOR": "1"}))
+    assert f"{grads.dk[1, 1]:.3f}" in bare and "(no colour: read the signs)" in bare
+    numbers = terminal(attn, monkeypatch, "grad", *files, "--dout", tmp_path / "dout.csv", "--view", "numbers")
+    assert "48;2" not in numbers and "▕" not in numbers and f"{grads.dv[2, 0]:.3f}" in numbers
+
+
+def test_attn_grad_view_with_grouped_heads_names_the_kv_heads(attn, monkeypatch, tmp_path):
+    files = grad_inputs(tmp_path, 4, 2, 3, 5, 4)
+    text = plain(terminal(attn, monkeypatch, "grad", *files))
+    for h in range(4):
+        assert f"batch 0 · head {h}: dq" in text
+    for h in range(2):
+        assert f"batch 0 · K/V head {h}: dk" in text and f"batch 0 · K/V head {h}: dv" in text
+    one = plain(terminal(attn, monkeypatch, "grad", *files, "--head", "3"))
+    assert "head 3: dq" in one and "K/V head 1: dk" in one and "K/V head 0" not in one  # query head 3's group
+
+
+@pytest.mark.parametrize("columns", [80, 100])
+def test_attn_grad_view_of_big_inputs_is_compact_and_cuts_no_cell(attn, monkeypatch, tmp_path, columns):
+    files = grad_inputs(tmp_path, 2, 2, 300, 300, 16)
+    text = plain(terminal(attn, monkeypatch, "grad", *files, "--head", "1", columns=columns))
+    assert "16 dims across · 300 queries down" in text and "300 keys down" in text
+    assert "values are more than a table draws: --view numbers shows them" in text
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= columns
+    rows = [line for line in lines if re.match(r"\s*\d+–\d+ ▀", line)]
+    assert len(rows) == 3 * 50 and all(line.count("▀") == 16 * 3 for line in rows)  # 16 dims, 3 cells wide
+    bare = plain(terminal(attn, monkeypatch, "grad", *files, "--head", "1", columns=columns, env={"NO_COLOR": "1"}))
+    assert "▕≡=- +*#▏" in bare and "below 0" in bare

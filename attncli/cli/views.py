@@ -23,7 +23,8 @@ ViewOption = Annotated[View, typer.Option(
     "--view", metavar="auto|numbers|compact|top",
     help="How weights are drawn on a terminal. numbers: each weight on its colour; compact: one "
          "coloured cell per weight, two queries a line (300 keys fit 100 columns); top: each query's "
-         "heaviest keys (see --top). auto: numbers while they fit in two blocks of columns, else compact.",
+         "heaviest keys (see --top). auto: numbers while they fit in two blocks of columns (2,500 at most), "
+         "else compact.",
 )]
 TopOption = Annotated[int | None, typer.Option(
     "--top", metavar="K", min=1, show_default=False,

@@ -21,20 +21,24 @@ they met (rotated with RoPE). Then, in order back to the inputs:
 
 Any input that broadcast in the forward pass gets its gradient summed back
 over the axes it was broadcast along. The n_q × n_k matrices are held whole
-per call (the blocked backward is not written yet).
+(``_whole``) or, for long inputs, never (``_blocked``: each block's dS is
+summed down to the bias's broadcast shape as it goes, so dbias takes the
+bias's memory, not every head's n_q × n_k).
 """
 
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from attncli.core.arrays import shape_text, unit_rows
-from attncli.core.logits import Problem, combine, prepare, scores
+from attncli.core.logits import Problem, _pick, combine, prepare, scores
 from attncli.core.options import AttentionOptions
+from attncli.core.parallel import map_blocks
 from attncli.core.positions import query_positions, rotate
 from attncli.core.reference import softmax
 from attncli.errors import ShapeError
@@ -80,7 +84,8 @@ BLOCK = 256
 
 
 def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray,
-                   options: AttentionOptions | None = None, *, block: int | None = None) -> Grads:
+                   options: AttentionOptions | None = None, *, block: int | None = None,
+                   workers: int | None = None) -> Grads:
     """dQ, dK, dV (and dsinks, dbias) of attention for the output gradient dO.
 
     [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v],
@@ -88,21 +93,23 @@ def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray
     in float64 whatever the inputs' dtype. ``block``: queries and keys per block
     (FlashAttention's backward, never holding n_q × n_k); 0: whole matrices,
     kept in ``Grads.steps``; None: whole up to WHOLE_CELLS logits, else blocks of BLOCK.
+    In blocks, batch × K/V heads run on up to ``workers`` threads (default: every core).
     """
     options = options or AttentionOptions()
     q, k, v, dout = (np.asarray(m, dtype=np.float64) for m in (q, k, v, dout))
     if block is None and q.ndim >= 2 and k.ndim >= 2:
         heads = max(math.prod(q.shape[:-2]), math.prod(k.shape[:-2]))
         block = BLOCK if heads * q.shape[-2] * k.shape[-2] > WHOLE_CELLS else 0
-    return backward(q, k, v, dout, _float64(options), block=block or None)
+    return backward(q, k, v, dout, _float64(options), block=block or None, workers=workers)
 
 
 def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, options: AttentionOptions,
-             rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x, block: int | None = None) -> Grads:
+             rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x, block: int | None = None,
+             workers: int | None = None) -> Grads:
     """The closed form in the inputs' dtype, each step passed through ``rounded``:
     the identity for the float64 reference; for ``attn check --grad``'s naive
     baseline, rounding to a low-precision dtype (``core.check.rounding``).
-    ``block``: in blocks of that many queries and keys (``_blocked``, unrounded)."""
+    ``block``: in blocks of that many queries and keys (``_blocked``, unrounded, on up to ``workers`` threads)."""
     p = prepare(q, k, v, options)  # Q, K rotated (RoPE); heads grouped (GQA)
     p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # as a kernel stores them
     out_shape = p.ungroup(np.empty(p.out_shape, dtype=np.int8)).shape  # [..., H_q, n_q, d_v]
@@ -115,9 +122,9 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     if options.similarity == "cosine":
         qm, km = rounded(unit_rows(qm)), rounded(unit_rows(km))
     if block is None:
-        dq, dk, dv, ds, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
+        dq, dk, dv, ds_bias, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
     else:
-        dq, dk, dv, ds, sink_terms, output, steps = _blocked(p, qm, km, do, options, block)
+        dq, dk, dv, ds_bias, sink_terms, output, steps = _blocked(p, qm, km, do, options, block, workers)
 
     dq = p.ungroup(dq)  # [..., H_q, n_q, d_k]
     dk, dv = _ungroup_kv(dk, p), _ungroup_kv(dv, p)  # [..., H_kv, n_k, d]: summed over each group
@@ -133,8 +140,8 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
         per_head = p.ungroup(np.sum(sink_terms, axis=-2, keepdims=True))  # [..., H_q, 1, 1]
         dsinks = _sum_to(per_head[..., 0, 0], options.sinks.shape)
     dbias = None
-    if options.bias is not None and ds is not None:
-        dbias = _sum_to(p.ungroup(ds), options.bias.shape)
+    if options.bias is not None and ds_bias is not None:
+        dbias = _sum_to(p.ungroup(ds_bias), options.bias.shape)
     return Grads(_sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape),
                  dsinks, dbias, p.ungroup(output),
                  None if steps is None else _ungroup_steps(steps, p))
@@ -147,7 +154,8 @@ Raw = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray
 def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
            rounded: Callable[[np.ndarray], np.ndarray]) -> Raw:
     """The closed form on whole n_q × n_k matrices -> grouped dQ, dK, dV (before RoPE
-    and cosine are undone), dS, each row's sink term −p_s · rowsum(dO ∘ O), and O."""
+    and cosine are undone), dS summed to the grouped bias's shape (None without a
+    bias), each row's sink term −p_s · rowsum(dO ∘ O), O, and the steps."""
     z = rounded(scores(p, factor=p.factor))  # [..., n_q, n_k] Z = q·k · scale / temperature
     logits, _ = combine(z.copy(), p)  # [..., n_q, n_k] softcap(Z) + bias + ALiBi, −inf where forbidden
     weights = rounded(softmax(rounded(logits), sink=p.sinks))  # [..., n_q, n_k] P
@@ -166,24 +174,64 @@ def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: 
     sink_terms = None
     if p.sinks is not None:
         sink_terms = -(1.0 - weights.sum(axis=-1, keepdims=True)) * delta  # [..., n_q, 1] −p_s · rowsum(dO ∘ O)
-    return dq, dk, dv, ds, sink_terms, output, BackwardSteps(dp, delta, ds, dz)
+    ds_bias = None if p.bias is None else _sum_to(ds, p.bias.shape)  # dbias = dS, over what the bias spans
+    return dq, dk, dv, ds_bias, sink_terms, output, BackwardSteps(dp, delta, ds, dz)
+
+
+@dataclass
+class _Sums:
+    """What the blocked backward adds up block by block, grouped: dQ, dK, dV, O
+    [..., n, d], each row's sink term [..., n_q, 1], dS summed to the bias's shape."""
+
+    dq: np.ndarray
+    dk: np.ndarray
+    dv: np.ndarray
+    output: np.ndarray
+    sink_terms: np.ndarray | None
+    ds_bias: np.ndarray | None
+
+    def at(self, where: tuple[slice, ...], ndim: int) -> _Sums:
+        """Views of one part's share (``Problem.heads``' ``where``); a bias axis of length 1 is shared whole."""
+        def part(m: np.ndarray | None) -> np.ndarray | None:
+            return None if m is None else _pick(m, where, ndim)
+
+        return _Sums(self.dq[where], self.dk[where], self.dv[where], self.output[where],
+                     part(self.sink_terms), part(self.ds_bias))
 
 
 def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
-             block: int) -> Raw:
-    """The same in blocks of ``block`` queries × ``block`` keys, never holding n_q × n_k
-    (but for dS when a bias is given: dbias is its size). Three passes over the keys
+             block: int, workers: int | None = None) -> Raw:
+    """The same in blocks of ``block`` queries × ``block`` keys, never holding n_q × n_k:
+    with a bias, each block's dS is summed down to the bias's (grouped) shape into
+    its [rows, cols], so dbias takes the bias's memory. Batch × K/V heads are
+    independent parts (``Problem.heads``: each K/V head with its group of query
+    heads, whose dK and dV it sums), run on the thread pool (``map_blocks``,
+    up to ``workers`` threads). -> what ``_whole`` returns."""
+    lead = p.logits_shape[:-2]
+    n_q, n_k, ndim = p.n_q, p.n_k, len(p.logits_shape)
+    sums = _Sums(dq=np.zeros(lead + (n_q, qm.shape[-1])), dk=np.zeros(lead + (n_k, km.shape[-1])),
+                 dv=np.zeros(lead + (n_k, p.v.shape[-1])), output=np.zeros(lead + (n_q, p.v.shape[-1])),
+                 sink_terms=None if p.sinks is None else np.zeros(lead + (n_q, 1)),
+                 ds_bias=None if p.bias is None else np.zeros(p.bias.shape))
+    shared = threading.Lock()  # a bias shared by several parts (broadcast over heads) is added to under it
+
+    def run(job: tuple[tuple[slice, ...], Problem]) -> None:
+        where, part = job
+        _blocked_part(part, _pick(qm, where, ndim), _pick(km, where, ndim), _pick(do, where, ndim), options,
+                      block, sums.at(where, ndim), shared)
+
+    map_blocks(run, p.heads(), workers, None)
+    return sums.dq, sums.dk, sums.dv, sums.ds_bias, sums.sink_terms, sums.output, None
+
+
+def _blocked_part(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
+                  block: int, sums: _Sums, shared: threading.Lock) -> None:
+    """One part's blocked backward, added into ``sums``. Three passes over the keys
     of each query block, recomputing the scores: the row's max and sum (its softmax
     denominator), then P and dP give dV and rowsum(P ∘ dP) = rowsum(dO ∘ O), then dS
-    gives dQ and dK. -> what ``_whole`` returns."""
+    gives dQ and dK."""
     lead = p.logits_shape[:-2]
     n_q, n_k = p.n_q, p.n_k
-    dq = np.zeros(lead + (n_q, qm.shape[-1]))
-    dk = np.zeros(lead + (n_k, km.shape[-1]))
-    dv = np.zeros(lead + (n_k, p.v.shape[-1]))
-    output = np.zeros(lead + (n_q, p.v.shape[-1]))
-    ds_whole = np.zeros(p.logits_shape) if options.bias is not None else None
-    sink_terms = np.zeros(lead + (n_q, 1)) if p.sinks is not None else None
     key_blocks = [slice(start, min(start + block, n_k)) for start in range(0, n_k, block)]
     for start in range(0, n_q, block):
         rows = slice(start, min(start + block, n_q))
@@ -202,22 +250,25 @@ def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options
         delta = np.zeros_like(ref)  # [..., r, 1] rowsum(P ∘ dP) = rowsum(dO ∘ O)
         for cols in key_blocks:
             _, weights = _block_weights(p, rows, cols, ref, total)
-            output[..., rows, :] += weights @ p.v[..., cols, :]
+            sums.output[..., rows, :] += weights @ p.v[..., cols, :]
             dp = do_r @ np.swapaxes(p.v[..., cols, :], -1, -2)  # [..., r, c]
             delta = delta + np.sum(weights * dp, axis=-1, keepdims=True)
-            dv[..., cols, :] += np.swapaxes(weights, -1, -2) @ do_r
+            sums.dv[..., cols, :] += np.swapaxes(weights, -1, -2) @ do_r
         for cols in key_blocks:
             z, weights = _block_weights(p, rows, cols, ref, total)
             dp = do_r @ np.swapaxes(p.v[..., cols, :], -1, -2)
             ds = weights * (dp - delta)  # [..., r, c] dS
-            if ds_whole is not None:
-                ds_whole[..., rows, cols] = ds
+            if sums.ds_bias is not None:  # the bias's block: [rows, cols] of an axis it has, whole on one it broadcasts
+                block_of_bias = sums.ds_bias[..., rows if sums.ds_bias.shape[-2] > 1 else slice(None),
+                                             cols if sums.ds_bias.shape[-1] > 1 else slice(None)]
+                summed = _sum_to(ds, block_of_bias.shape)
+                with shared:
+                    block_of_bias += summed
             dz = ds if options.softcap is None else ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2)
-            dq[..., rows, :] += dz @ km[..., cols, :] * p.factor
-            dk[..., cols, :] += np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor
-        if sink_terms is not None:
-            sink_terms[..., rows, :] = -np.exp(p.sinks - ref) / total * delta  # −p_s · rowsum(dO ∘ O)
-    return dq, dk, dv, ds_whole, sink_terms, output, None
+            sums.dq[..., rows, :] += dz @ km[..., cols, :] * p.factor
+            sums.dk[..., cols, :] += np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor
+        if sums.sink_terms is not None:
+            sums.sink_terms[..., rows, :] = -np.exp(p.sinks - ref) / total * delta  # −p_s · rowsum(dO ∘ O)
 
 
 def _block_logits(p: Problem, rows: slice, cols: slice) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,9 @@ gives a whole model at a glance (bertviz's model view).
 Past the width, neighbouring keys share a cell that shows their largest weight
 (a peak is never averaged away); past MAX_LINES lines, neighbouring queries do
 the same. Without colour (NO_COLOR, a pipe, a 16-colour terminal) each cell is
-a shade, ░▒▓█, one query per line.
+a shade, ░▒▓█, one query per line. Signed values (gradients) are drawn on the
+diverging scale (``palette``); a shared cell shows the value of largest |value|,
+with its sign, and without colour each cell is a signed glyph, ≡=- +*#.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ MIN_THUMBNAIL = 6  # cells across below which the grid wraps its heads onto more
 KEY_LEGEND = 60  # keys named under the heatmap, at most (each key with its own cell)
 
 
-def pool(values: Any, group: int, axis: int) -> Any:
-    """The largest value of each run of ``group`` along ``axis`` (NaN, a
-    forbidden pair, only when the whole run is NaN): [..., n, ...] -> [..., ⌈n/group⌉, ...]."""
+def pool(values: Any, group: int, axis: int, signed: bool = False) -> Any:
+    """The largest value of each run of ``group`` along ``axis`` (``signed``: the
+    value of largest |value|, its sign kept; NaN, a forbidden pair, only when the
+    whole run is NaN): [..., n, ...] -> [..., ⌈n/group⌉, ...]."""
     import numpy as np
 
     if group <= 1:
@@ -36,7 +39,12 @@ def pool(values: Any, group: int, axis: int) -> Any:
     n = values.shape[-1]
     padded = np.full((*values.shape[:-1], math.ceil(n / group) * group), np.nan)
     padded[..., :n] = values
-    pooled = np.fmax.reduce(padded.reshape(*values.shape[:-1], -1, group), axis=-1)
+    runs = padded.reshape(*values.shape[:-1], -1, group)  # [..., ⌈n/group⌉, group]
+    if signed:
+        size = np.where(np.isnan(runs), -1.0, np.abs(runs))  # a NaN is chosen only when all are
+        pooled = np.take_along_axis(runs, np.argmax(size, axis=-1)[..., None], axis=-1)[..., 0]
+    else:
+        pooled = np.fmax.reduce(runs, axis=-1)
     return np.moveaxis(pooled, -1, axis)
 
 
@@ -49,10 +57,11 @@ def scaled(weights: Any, allowed: Any, top: float) -> Any:
 
 
 class Cells:
-    """Draws rows of scaled weights (NaN = forbidden) as lines of cells, for one console."""
+    """Draws rows of scaled weights (NaN = forbidden) as lines of cells, for one
+    console; ``signed``: values in [−1, 1] on the diverging scale."""
 
-    def __init__(self, console) -> None:
-        self.colours = depth(console)
+    def __init__(self, console, signed: bool = False) -> None:
+        self.colours, self.signed = depth(console), signed
         self.halves = self.colours is not None
         self._styles: dict[tuple[float, float], Any] = {}
 
@@ -64,8 +73,8 @@ class Cells:
         style = self._styles.get(key)
         if style is None:
             assert self.colours is not None
-            fg = None if upper != upper else heat_colour(upper, self.colours)
-            bg = None if lower != lower else heat_colour(lower, self.colours)
+            fg = None if upper != upper else heat_colour(upper, self.colours, self.signed)
+            bg = None if lower != lower else heat_colour(lower, self.colours, self.signed)
             style = self._styles[key] = Style(color=fg, bgcolor=bg)
         return style
 
@@ -76,7 +85,7 @@ class Cells:
         text = Text()
         if not self.halves:
             for x in upper.tolist():
-                text.append(("·" if x != x else shade(x)) * width)
+                text.append(("·" if x != x else shade(x, self.signed)) * width)
             return text
         lows = [math.nan] * len(upper) if lower is None else lower.tolist()
         for a, b in zip(upper.tolist(), lows, strict=True):
@@ -98,14 +107,18 @@ class Cells:
 class CompactHeatmap:
     """Weights [n_q, n_k] as a compact heatmap with row labels, a key index
     along the top (and the keys' names below when few enough), and a legend.
-    ``x`` is the weights divided by the top of the scale, NaN where forbidden."""
+    ``x`` is the weights divided by the top of the scale, NaN where forbidden;
+    ``signed``: values divided by their largest |value|, in [−1, 1]; ``axes``
+    names what runs across and down."""
 
-    def __init__(self, x: Any, rows: Sequence[str], cols: Sequence[str], *, named_keys: bool = True) -> None:
+    def __init__(self, x: Any, rows: Sequence[str], cols: Sequence[str], *, named_keys: bool = True,
+                 signed: bool = False, axes: tuple[str, str] = ("keys", "queries")) -> None:
         self.x, self.rows, self.cols, self.named_keys = x, [str(r) for r in rows], [str(c) for c in cols], named_keys
+        self.signed, self.axes = signed, axes
 
     def layout(self, console, width: int):
         """(cells, rows pooled, keys per cell, queries per row, label width, cell width)."""
-        cells = Cells(console)
+        cells = Cells(console, self.signed)
         n_q, n_k = self.x.shape
         per_line = 2 if cells.halves else 1
         row_group = math.ceil(n_q / (MAX_LINES * per_line))
@@ -126,7 +139,7 @@ class CompactHeatmap:
 
         width = options.max_width
         cells, row_group, key_group, label, cell_width = self.layout(console, width)
-        x = pool(pool(self.x, row_group, 0), key_group, 1)
+        x = pool(pool(self.x, row_group, 0, self.signed), key_group, 1, self.signed)
         labels = abbreviate(self.row_labels(row_group), label)
         n_q, n_k = self.x.shape
         yield Text(self.describe(cells.halves, row_group, key_group, n_q, n_k), style="dim")
@@ -140,12 +153,14 @@ class CompactHeatmap:
                 yield Text.assemble(labels[i].rjust(label), " ", line)
         if key_group == 1 and self.named_keys and n_k <= KEY_LEGEND:
             names = abbreviate(self.cols, MAX_LABEL)
-            yield Text("keys: " + " · ".join(f"{j} {name}" for j, name in enumerate(names)), style="dim")
+            yield Text(f"{self.axes[0]}: " + " · ".join(f"{j} {name}" for j, name in enumerate(names)), style="dim")
 
     def describe(self, halves: bool, row_group: int, key_group: int, n_q: int, n_k: int) -> str:
         """What a cell is: which keys and queries it holds."""
-        keys = f"{n_k} keys across" + (f", {key_group} to a cell (their largest weight)" if key_group > 1 else "")
-        queries = f"{n_q} queries down" + (f", {row_group} to a row (their largest weight)" if row_group > 1 else "")
+        across, down = self.axes
+        largest = "the largest |value|, its sign kept" if self.signed else "their largest weight"
+        keys = f"{n_k} {across} across" + (f", {key_group} to a cell ({largest})" if key_group > 1 else "")
+        queries = f"{n_q} {down} down" + (f", {row_group} to a row ({largest})" if row_group > 1 else "")
         if halves:
             queries += ", two rows a line (▀ the row named on the left, ▄ the one on the right)"
         return f"{keys} · {queries}"

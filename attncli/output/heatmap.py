@@ -1,7 +1,9 @@
 """A heatmap of attention weights in the view that reads best: the numbers on
-their colours while they fit the width (at most two blocks of columns), else
-the compact view (one cell per weight); or, on request, each query's top keys.
-The choice is made when the view is printed, for the width it gets."""
+their colours while they fit the width (at most two blocks of columns) and
+are few enough to draw quickly, else the compact view (one cell per weight);
+or, on request, each query's top keys. The choice is made when the view is
+printed, for the width it gets. A signed heatmap (gradients) is the same on
+the diverging scale, symmetric around 0 (``palette``)."""
 
 from __future__ import annotations
 
@@ -45,24 +47,34 @@ def scale_text(top: float, precision: int, style: ViewStyle) -> str:
 
 class Heatmap:
     """Weights [n_q, n_k] with row and column labels, drawn in the view the
-    style asks for; ``auto`` picks numbers or compact for the width it gets."""
+    style asks for; ``auto`` picks numbers or compact for the width it gets.
+    ``signed``: any real values (gradients) on the diverging scale from
+    −max|value| through 0 to +max|value|; ``axes`` names what runs across and
+    down (keys and queries for weights)."""
 
     def __init__(self, weights: Any, rows: Sequence[Any], cols: Sequence[Any], *, precision: int,
-                 allowed: Any = None, style: ViewStyle) -> None:
+                 allowed: Any = None, style: ViewStyle, signed: bool = False,
+                 axes: tuple[str, str] = ("keys", "queries")) -> None:
         import numpy as np
 
         self.weights = np.asarray(weights)
         self.rows, self.cols, self.precision, self.allowed, self.style = rows, cols, precision, allowed, style
-        self.top = style.scale(self.weights)
+        self.signed, self.axes = signed, axes
+        if signed:
+            if style.view == "top":
+                raise ValueError("signed values have no top view")
+            self.top = (float(np.max(np.abs(self.weights))) if self.weights.size else 0.0) or 1.0
+        else:
+            self.top = style.scale(self.weights)
 
     def numbers(self):
         """Each weight as a number on its colour, in blocks of columns."""
         from attncli.output.palette import HeatCell
         from attncli.output.render import ColumnBlocks, fmt
 
-        allowed = self.allowed
+        allowed, top, signed = self.allowed, self.top, self.signed
         body = [
-            (label, [HeatCell(fmt(w, self.precision), w / self.top) if allowed is None or allowed[i][j] else
+            (label, [HeatCell(fmt(w, self.precision), w / top, signed) if allowed is None or allowed[i][j] else
                      HeatCell("", None) for j, w in enumerate(row)])
             for i, (label, row) in enumerate(zip(self.rows, self.weights.tolist(), strict=True))
         ]
@@ -71,22 +83,43 @@ class Heatmap:
     def compact(self):
         from attncli.output.compact import CompactHeatmap, scaled
 
-        return CompactHeatmap(scaled(self.weights, self.allowed, self.top), plain(self.rows), plain(self.cols))
+        return CompactHeatmap(scaled(self.weights, self.allowed, self.top), plain(self.rows), plain(self.cols),
+                              signed=self.signed, axes=self.axes)
 
     def legend(self, shades: bool):
         from attncli.output.palette import Legend
+        from attncli.output.render import short
 
+        if self.signed:
+            return Legend(self.top, short(self.top, self.precision), shades=shades, signed=True)
         return Legend(self.top, scale_text(self.top, self.precision, self.style), shades=shades,
                       note=faint_note(self.weights, self.top, self.precision) if self.style.hints else "")
+
+    def too_many(self) -> bool:
+        """More cells than a table draws quickly (``summary.TABLE_CELLS``): auto draws them compact."""
+        from attncli.output.summary import TABLE_CELLS
+
+        return self.weights.size > TABLE_CELLS
 
     def choose(self, console, width: int) -> str:
         """The view to draw at ``width``: the style's, or for ``auto`` numbers when they fit."""
         if self.style.view != "auto":
             return self.style.view
-        narrowest = len(self.cols) * (self.precision + 2 + 2 + 3)  # "0.150" padded, and the rule between columns
-        if narrowest > NUMBER_BLOCKS * width:  # surely too wide: no need to measure every cell
+        if self.surely_too_wide(width) or self.too_many():  # or too slow to draw
             return "compact"
         return "numbers" if self.numbers().count_blocks(console, width) <= NUMBER_BLOCKS else "compact"
+
+    def surely_too_wide(self, width: int) -> bool:
+        """Are the numbers too wide for NUMBER_BLOCKS blocks, with no need to measure every cell?"""
+        narrowest = len(self.cols) * (self.precision + 2 + 2 + 3)  # "0.150" padded, and the rule between columns
+        return narrowest > NUMBER_BLOCKS * width
+
+    def compact_hint(self, width: int) -> str:
+        """Why auto drew the compact view, and how to get the numbers."""
+        many = self.too_many() and not self.surely_too_wide(width)
+        why = (f"{self.weights.size} values are more than a table draws" if many else
+               f"the numbers take more than {NUMBER_BLOCKS} blocks of columns at this width")
+        return f"({why}: --view numbers shows them" + (")" if self.signed else ", --top K the heaviest keys)")
 
     def __rich_console__(self, console, options):
         from rich.text import Text
@@ -103,8 +136,7 @@ class Heatmap:
             yield self.compact()
             yield self.legend(shades=True)
             if self.style.view == "auto" and self.style.hints:
-                yield Text(f"(the numbers take more than {NUMBER_BLOCKS} blocks of columns at this width: "
-                           "--view numbers shows them, --top K the heaviest keys)", style="dim")
+                yield Text(self.compact_hint(options.max_width), style="dim")
             return
         yield self.numbers()
         yield self.legend(shades=False)

@@ -25,6 +25,8 @@ from attncli.cli.options import (
 )
 from attncli.cli.paths import check_outputs
 from attncli.cli.qkv import load_problem, output_gradient, slice_of, slices, variant_data
+from attncli.cli.views import View
+from attncli.errors import UsageError
 
 if TYPE_CHECKING:
     from attncli.cli.qkv import Problem
@@ -50,6 +52,13 @@ GradEmitOption = Annotated[Emit, typer.Option(
     "--emit", metavar="dq|dk|dv|dsinks|dbias",
     help="The gradient csv/tsv/npy write; npz and safetensors write every gradient, one entry each.",
 )]
+AUTO = View("auto")
+GradViewOption = Annotated[View, typer.Option(
+    "--view", metavar="auto|compact|numbers",
+    help="How gradients are drawn on a terminal. auto: a heatmap per gradient and head on a diverging "
+         "scale (blue below 0, red above, symmetric around its largest |value|), the numbers in the cells "
+         "while they fit, else one coloured cell per value; compact: one cell per value; numbers: number tables.",
+)]
 
 
 @attention_options()
@@ -65,26 +74,35 @@ def grad(
     fmt: FormatOption = None,
     emit_which: GradEmitOption = Emit.dq,
     precision: PrecisionOption = 3,
+    view: GradViewOption = AUTO,
 ) -> None:
     """The backward pass: dQ, dK, dV of attention for the output's gradient dO.
 
     Computed in float64 from the closed form (dP = dO Vᵀ; dS = P ∘ (dP − rowsum(dO ∘ O));
     dQ = dS K · scale; dK = dSᵀ Q · scale; dV = Pᵀ dO), through every attention option:
     with grouped-query heads dK and dV are summed over each group; with --sinks and
-    --bias their gradients dsinks and dbias are given too. On a terminal: a table per
-    gradient and head; in a pipe, JSON; npz and safetensors hold one entry per gradient.
+    --bias their gradients dsinks and dbias are given too. On a terminal: a heatmap per
+    gradient and head (blue below 0, red above, symmetric around the largest |value|),
+    or --view numbers for number tables; in a pipe, JSON; npz and safetensors hold one
+    entry per gradient.
     """
     from attncli.core.grad import attention_grad
 
+    if view.value == "top":
+        raise UsageError("attn grad has no top view: a gradient has no heaviest keys",
+                         hint="--view auto, compact or numbers")
     check_outputs({}, [*files, *attention.files(), *([dout] if dout is not None else [])])
     problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
     grads = attention_grad(problem.q.values, problem.k.values, problem.v.values,
                            output_gradient(problem, dout, reading.settings()), problem.options)
-    emit(grad_result(problem, grads, precision, batch, head), fmt, emit_which.value)
+    emit(grad_result(problem, grads, precision, batch, head, view.value), fmt, emit_which.value)
 
 
-def grad_result(problem: Problem, grads: Grads, precision: int, batch: int | None, head: int | None) -> Result:
-    """JSON, the table view and the emittable gradients of one backward pass."""
+def grad_result(problem: Problem, grads: Grads, precision: int, batch: int | None, head: int | None,
+                view: str = "auto") -> Result:
+    """JSON, the terminal view and the emittable gradients of one backward pass.
+    The view: a heatmap per gradient and head on the diverging scale (``view``
+    auto or compact, as ``output.heatmap`` draws it), or number tables (numbers)."""
     named = {name: problem.to_file_layout(g) if name in ("dq", "dk", "dv") else g
              for name, g in grads.named().items()}
     labels = {"dq": (problem.q.row_labels, problem.q.col_labels), "dk": (problem.k.row_labels, problem.k.col_labels),
@@ -101,30 +119,83 @@ def grad_result(problem: Problem, grads: Grads, precision: int, batch: int | Non
         others = {other: g for other, g in named.items() if other != name}
         matrices[name] = Emitted(values, rows, cols, name=name, also=others)
 
-    def view() -> Any:
+    def shown() -> Any:
         from rich.text import Text
 
         from attncli.core.arrays import shape_text
-        from attncli.output.render import number_table, stack
+        from attncli.output.render import stack
 
+        draw = GradientView(view, precision)
         parts: list[Any] = [Text.assemble(("gradients ", "bold"), ", ".join(
             f"{name} {shape_text(g)}" for name, g in grads.named().items()), " (float64)")]
+        group = heads // grads.dk.shape[-3] if grads.dk.ndim > 2 else 1
         for name in ("dq", "dk", "dv"):
             g = grads.named()[name]
             rows, cols = labels[name]
-            shown = slices(g.shape, batch, head)
-            for b, h in shown[:MAX_SLICES]:
-                where = "" if g.ndim == 2 else f"batch {b} · head {h}: "
+            kv = name != "dq" and group > 1  # dK, dV of grouped-query attention: one per K/V head
+            pairs = slices(g.shape, batch, None if head is None else head // group if kv else head)
+            for b, h in pairs[:MAX_SLICES]:
+                where = "" if g.ndim == 2 else f"batch {b} · {'K/V head' if kv else 'head'} {h}: "
                 matrix = slice_of(g, b, h)
-                parts.append(number_table(matrix, rows or [f"{name[1]}{i}" for i in range(matrix.shape[0])],
-                                          cols or [f"d{j}" for j in range(matrix.shape[1])],
-                                          precision=precision, title=f"{where}{name}"))
-            if len(shown) > MAX_SLICES:
-                parts.append(Text(f"… and {len(shown) - MAX_SLICES} more heads of {name}: choose with --batch "
-                                  "and --head; data formats (-f json, npz) hold them all", style="dim"))
-        for name in ("dsinks", "dbias"):
-            if name in named:
-                parts.append(Text(f"{name} {named[name].round(precision).tolist()}"))
+                parts.append(draw(matrix, rows or [f"{name[1]}{i}" for i in range(matrix.shape[0])],
+                                  cols or [f"d{j}" for j in range(matrix.shape[1])], f"{where}{name}",
+                                  ("dims", "queries" if name == "dq" else "keys")))
+            parts.append(more(pairs, name))
+        if grads.dsinks is not None:
+            sinks = grads.dsinks.reshape(-1, grads.dsinks.shape[-1])  # [batches, H]
+            parts.append(draw(sinks, ["dsinks"] if len(sinks) == 1 else [f"batch {b}" for b in range(len(sinks))],
+                              [f"head {h}" for h in range(sinks.shape[-1])], "dsinks, one per head",
+                              ("heads", "batches")))
+        if grads.dbias is not None:
+            bias = grads.dbias if grads.dbias.ndim >= 2 else grads.dbias.reshape(1, -1)
+            pairs = bias_slices(bias.shape, batch, head)
+            for b, h in pairs[:MAX_SLICES]:
+                where = "" if bias.ndim == 2 else f"batch {b} · head {h}: "
+                matrix = slice_of(bias, b, h)
+                rows = problem.queries if matrix.shape[0] == len(problem.queries) else ["every query"]
+                cols = problem.keys if matrix.shape[1] == len(problem.keys) else ["every key"]
+                parts.append(draw(matrix, rows, cols, f"{where}dbias (the bias's shape, {shape_text(grads.dbias)})",
+                                  ("keys", "queries")))
+            parts.append(more(pairs, "dbias"))
         return stack(*parts)
 
-    return Result(data, view, matrices)
+    return Result(data, shown, matrices)
+
+
+class GradientView:
+    """One gradient matrix [n, m] as the view asks: a signed heatmap (auto, compact) or a number table."""
+
+    def __init__(self, view: str, precision: int) -> None:
+        self.view, self.precision = view, precision
+
+    def __call__(self, matrix: Any, rows: list[Any], cols: list[Any], title: str, axes: tuple[str, str]) -> Any:
+        from rich.console import Group
+        from rich.text import Text
+
+        from attncli.output.heatmap import Heatmap, ViewStyle
+        from attncli.output.render import number_table
+
+        if self.view == "numbers":
+            return number_table(matrix, rows, cols, precision=self.precision, title=title)
+        return Group(Text(title, style="bold"), Heatmap(matrix, rows, cols, precision=self.precision,
+                                                        style=ViewStyle(view=self.view), signed=True, axes=axes))
+
+
+def more(pairs: list[tuple[int, int]], name: str) -> Any:
+    """The line saying how many heads of a gradient are not shown (None when all are)."""
+    from rich.text import Text
+
+    if len(pairs) <= MAX_SLICES:
+        return None
+    return Text(f"… and {len(pairs) - MAX_SLICES} more heads of {name}: choose with --batch "
+                "and --head; data formats (-f json, npz) hold them all", style="dim")
+
+
+def bias_slices(shape: tuple[int, ...], batch: int | None, head: int | None) -> list[tuple[int, int]]:
+    """The (batch, head) pairs of dbias shown: --batch and --head choose along the
+    bias's own axes, but for an axis it was broadcast along (size 1: one for all)."""
+    import math
+
+    heads = shape[-3] if len(shape) > 2 else 1
+    batches = math.prod(shape[:-3]) if len(shape) > 3 else 1
+    return slices(shape, None if batches == 1 else batch, None if heads == 1 else head)
