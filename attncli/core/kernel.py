@@ -17,7 +17,7 @@ import numpy as np
 from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import map_blocks
-from attncli.core.positions import all_visible, visible_keys
+from attncli.core.positions import seen_by_all, visible_keys
 
 # Block sizes of the kernel. Work is cut over batch × K/V heads × blocks of
 # QUERY_BLOCK queries, each attended over keys in blocks of KEY_BLOCK; small
@@ -33,6 +33,13 @@ KEY_BLOCK = 1024
 BLOCK_NUMBERS = 1 << 20
 
 
+# exp(logit) neither overflows nor leaves the normal numbers while
+# |logit| ≤ this (e^±44 in float32, e^±354 in float64; n_k · e^44 is still
+# far from float32's 3.4e38): below it the kernel needs no running max.
+def _exp_safe(dtype: np.dtype) -> float:
+    return float(np.log(np.finfo(dtype).max)) / 2
+
+
 @dataclass
 class _Rows:
     """One block of queries attended over every key: the running state of an
@@ -40,54 +47,103 @@ class _Rows:
 
     acc: np.ndarray | None = None  # [..., r, d_v] Σ exp(logit - ref) · v
     total: np.ndarray | None = None  # [..., r, 1] Σ exp(logit - ref)
-    peak: np.ndarray | None = None  # [..., r, 1] running max of the logits (-inf = none yet)
+    peak: np.ndarray | None = None  # [..., r, 1] running max of the logits (-inf = none yet); None with ref = 0
 
 
-def _attend_rows(p: Problem, rows: slice, key_block: int) -> _Rows:
+def _key_blocks(p: Problem, queries: range, key_block: int) -> list[tuple[slice, bool]]:
+    """The keys some query of ``queries`` may see under causal and the window,
+    in blocks of at most ``key_block``: [(cols, inside)], inside when every
+    query sees every key of the block (no masking). A block that is mostly
+    inside is cut at the edges of the keys every query sees, so that only
+    its edges are masked."""
+    causal, window = p.options.causal, p.options.window
+    keys = visible_keys(queries, p.n_q, p.n_k, causal, window)
+    every = seen_by_all(queries, p.n_q, p.n_k, causal, window)
+    blocks = []
+    for start in range(keys.start, keys.stop, key_block):
+        stop = min(start + key_block, keys.stop)
+        low, high = max(start, every.start), min(stop, every.stop)  # the part every query sees
+        if high - low >= stop - start:
+            blocks.append((slice(start, stop), True))
+        elif 2 * (high - low) >= stop - start:
+            cuts = [(start, low, False), (low, high, True), (high, stop, False)]
+            blocks.extend((slice(a, b), inside) for a, b, inside in cuts if b > a)
+        else:
+            blocks.append((slice(start, stop), False))
+    return blocks
+
+
+def _attend_rows(p: Problem, rows: slice, key_block: int, bounded: bool) -> _Rows:
     """softmax(logits) V for one block of queries, streaming keys in blocks.
 
     Only the keys some query of the block may see under causal and the window
     are computed; a key block every query may see wholly skips the masking.
 
-    Each key block updates a running max and sum: earlier partial sums are
-    multiplied by exp(old max - new max), so no row of the n_q×n_k matrix is
-    ever held whole. The weights are never normalised: the caller divides the
-    output by the row sums, n_q·d_v divisions instead of n_q·n_k.
+    softmax(x) = exp(x − ref) / Σ exp(x − ref) for any ref. When every logit is
+    known to be small (``bounded``: |logit| ≤ ``_exp_safe``), ref = 0: each key
+    block just adds its exp(logits) · V and row sums, with no max taken.
+    Otherwise ref is the running max, as FlashAttention's: each key block
+    updates it, and earlier partial sums are multiplied by exp(old max − new
+    max). No row of the n_q × n_k matrix is ever held whole. The weights are
+    never normalised: the caller divides the output by the row sums, n_q·d_v
+    divisions instead of n_q·n_k.
     """
     state = _Rows()
-    causal, window = p.options.causal, p.options.window
-    queries = range(rows.start, rows.stop)
-    keys = visible_keys(queries, p.n_q, p.n_k, causal, window)
-    for start in range(keys.start, keys.stop, key_block):
-        cols = slice(start, min(start + key_block, keys.stop))
-        inside = all_visible(queries, range(cols.start, cols.stop), p.n_q, p.n_k, causal, window)
+    for cols, inside in _key_blocks(p, range(rows.start, rows.stop), key_block):
         logits, _ = combine(scores(p, rows, cols, p.factor), p, rows, cols, inside)  # [..., r, c]
-        peak = logits.max(axis=-1, keepdims=True)
-        if state.peak is not None:
-            peak = np.maximum(peak, state.peak)
-        elif p.sinks is not None:  # a sink is one more logit of every row: it joins the running max...
-            peak = np.maximum(peak, p.sinks)
-        ref = np.where(np.isfinite(peak), peak, 0)  # all -inf so far: exp(-inf - 0) = 0
+        shrink: np.ndarray | None = None  # [..., r, 1] exp(old ref − new ref), for the sums so far
+        ref: np.ndarray | float = 0.0  # [..., r, 1] what each row's logits are taken from
+        if not bounded:
+            peak = logits.max(axis=-1, keepdims=True)  # [..., r, 1]
+            if state.peak is not None:
+                peak = np.maximum(peak, state.peak)
+            elif p.sinks is not None:  # a sink is one more logit of every row: it joins the running max...
+                peak = np.maximum(peak, p.sinks)
+            # A row of -inf so far (masked) takes ref 0: exp(-inf - 0) = 0.
+            sure = inside and p.mask is None and p.bias is None  # then no row is -inf
+            ref = peak if sure else np.where(np.isfinite(peak), peak, 0)
+            if state.peak is not None:
+                shrink = np.exp(state.peak - ref)  # old max -inf: 0, and acc is 0 anyway
+            state.peak = peak
         with np.errstate(over="ignore", invalid="ignore"):  # −1e308 − 1e308 = −inf: weight 0, as it should be
-            e = np.subtract(logits, ref, out=logits)
-            np.exp(e, out=e)
+            e = np.exp(logits if bounded else np.subtract(logits, ref, out=logits), out=logits)
             part = e @ p.v[..., cols, :]  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
-        part_total = e.sum(axis=-1, keepdims=True)
-        if state.acc is None or state.total is None or state.peak is None:
-            if p.sinks is not None:  # ...and the running sum, with no value
+        part_total = e.sum(axis=-1, keepdims=True)  # [..., r, 1]
+        if state.acc is None or state.total is None:
+            if p.sinks is not None:  # ...and the sum, with no value
                 part_total = part_total + np.exp(p.sinks - ref)
             state.acc, state.total = part, part_total
         else:
-            shrink = np.exp(state.peak - ref)  # old max -inf: 0, and acc is 0 anyway
-            state.acc = state.acc * shrink + part
-            state.total = state.total * shrink + part_total
-        state.peak = peak
+            if shrink is not None:
+                state.acc *= shrink
+                state.total *= shrink
+            state.acc += part
+            state.total += part_total
     return state
 
 
-def _normalise(acc: np.ndarray, total: np.ndarray) -> np.ndarray:
-    """acc / total, and 0 where a query could attend to nothing."""
-    return np.divide(acc, total, out=np.zeros_like(acc), where=total > 0)
+def _logit_bound(p: Problem) -> float:
+    """An upper bound on every |logit| (and sink) when it is known, else inf.
+
+    Scores: |factor · q·k| ≤ |factor| · max ‖q_i‖ · max ‖k_j‖ (``prepare``'s
+    bound); a soft-cap bounds them by the cap. A bias or ALiBi may add
+    anything: inf. NaN (from NaN inputs) compares false, as inf does.
+    """
+    if p.bias is not None or p.alibi is not None:
+        return np.inf
+    bound = abs(p.factor) * p.score_bound
+    if p.options.softcap is not None:
+        bound = min(bound, abs(float(p.options.softcap)))
+    if p.sinks is not None:
+        bound = max(bound, float(np.abs(p.sinks).max()))
+    return bound
+
+
+def _normalise(acc: np.ndarray, total: np.ndarray, out: np.ndarray) -> None:
+    """out = acc / total, and 0 where a query could attend to nothing:
+    [..., r, d_v] times the [..., r, 1] reciprocals, written in place."""
+    inverse = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)  # [..., r, 1]
+    np.multiply(acc, inverse, out=out)
 
 
 def blocked(
@@ -109,9 +165,9 @@ def blocked(
     after each query block, from the calling thread.
     """
     p = prepare(q, k, v, options or AttentionOptions())
+    bounded = _logit_bound(p) <= _exp_safe(p.q.dtype)  # then no running max is needed
     key_block = max(1, key_block or KEY_BLOCK)
     query_block = max(1, query_block or QUERY_BLOCK)
-    # The work: every batch × K/V head × block of queries, on one pool.
     # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
     each = p.group * min(query_block, p.n_q) * min(key_block, p.n_k)  # logits of one head's block
     together = max(1, BLOCK_NUMBERS // max(1, each))
@@ -121,12 +177,13 @@ def blocked(
 
     def attend(block: tuple[tuple[slice, ...], Problem, slice]) -> None:
         where, part, rows = block
-        state = _attend_rows(part, rows, key_block)
+        state = _attend_rows(part, rows, key_block, bounded)
+        out = output[where + (..., rows, EVERYTHING)]  # [..., r, d_v] a view
         if state.acc is None or state.total is None:  # no keys to see: nothing to attend to
-            output[where + (..., rows, EVERYTHING)] = 0
+            out[...] = 0
         else:
-            output[where + (..., rows, EVERYTHING)] = _normalise(state.acc, state.total)
+            _normalise(state.acc, state.total, out)
+        check_output(out)  # here, on every core, rather than over the whole output after
 
     map_blocks(attend, blocks, workers, progress)
-    check_output(output)
     return p.ungroup(output)

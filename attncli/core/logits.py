@@ -45,7 +45,7 @@ class Problem:
     mask: np.ndarray | None  # [..., n_q or 1, n_k or 1] bool, at least 2-D
     bias: np.ndarray | None  # [..., n_q or 1, n_k or 1] in the inputs' dtype, at least 2-D
     logits_shape: tuple[int, ...]  # [..., n_q, n_k] (grouped with GQA)
-    cannot_overflow: bool  # a bound on |q·k| shows no block needs checking for inf/NaN
+    score_bound: float  # ≥ every |q·k| and partial sum of it (cosine: of unit rows); NaN when an input holds NaN
     alibi: np.ndarray | None = None  # [..., H or 1, 1, 1] each query head's ALiBi slope (float64)
     sinks: np.ndarray | None = None  # [..., H or 1, 1, 1] each query head's sink logit, in the inputs' dtype
     group: int = 1  # query heads per K/V head; 1: no grouping
@@ -62,6 +62,11 @@ class Problem:
     def factor(self) -> float:
         """scale / temperature: what multiplies q·k (a python float keeps float32 in float32)."""
         return self.scale / self.options.temperature
+
+    @property
+    def cannot_overflow(self) -> bool:
+        """The bound shows that no block of scores needs checking for inf/NaN."""
+        return bool(self.score_bound * max(1.0, self.factor) < float(np.finfo(self.q.dtype).max))
 
     @property
     def out_shape(self) -> tuple[int, ...]:  # [..., n_q, d_v]
@@ -128,8 +133,7 @@ def prepare(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptio
     mask = None if options.mask is None else grouped(np.atleast_2d(options.mask))
     bias = None if options.bias is None else grouped(np.atleast_2d(options.bias).astype(dtype))
     logits_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (n_q, n_k)
-    bound = _score_bound(q, k, options.similarity) * max(1.0, scale / options.temperature)
-    return Problem(q, k, v, options, scale, mask, bias, logits_shape, bool(bound < float(np.finfo(dtype).max)),
+    return Problem(q, k, v, options, scale, mask, bias, logits_shape, _score_bound(q, k, options.similarity),
                    alibi=None if slopes is None else grouped(slopes),
                    sinks=None if sinks is None else grouped(sinks), group=group)
 
@@ -302,15 +306,21 @@ def check_output(output: np.ndarray) -> None:
 
 
 def _score_bound(q: np.ndarray, k: np.ndarray, similarity: str) -> float:
-    """An upper bound on every |q·k| and partial sum of it: d_k · max|q| · max|k|
-    (cosine: about 1). NaN when an input holds NaN, so the check then runs.
-    max and min rather than abs, so that a memory-mapped K is not copied."""
+    """An upper bound on every |q·k| and partial sum of it: max ‖q_i‖ · max ‖k_j‖
+    (Cauchy–Schwarz; cosine: about 1). inf when the squares overflow, NaN when
+    an input holds NaN, so the checks then run."""
     if similarity == "cosine":
         return 2.0
-    if q.size == 0 or k.size == 0:
+    return _largest_norm(q) * _largest_norm(k)
+
+
+def _largest_norm(m: np.ndarray) -> float:
+    """max over rows of ‖row‖: [..., n, d] -> a number (0 when empty), in m's dtype
+    (a memory-mapped m is read once, not copied)."""
+    if m.size == 0:
         return 0.0
-    largest = [max(float(m.max()), -float(m.min())) for m in (q, k)]
-    return q.shape[-1] * largest[0] * largest[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.sqrt(np.einsum("...i,...i->...", m, m).max()))
 
 
 def _cut(m: np.ndarray, rows: slice, cols: slice) -> np.ndarray:

@@ -116,10 +116,9 @@ def visible_keys(rows: range, n_q: int, n_k: int, causal: str | None, window: tu
     return range(low, max(low, high + 1))
 
 
-def all_visible(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
-                window: tuple[int, int] | None) -> bool:
-    """Whether every query of ``rows`` may see every key of ``cols`` under causal
-    and the window: the last query's lowest key and the first query's highest
-    bound the block. Such a block needs no masking."""
+def seen_by_all(rows: range, n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> range:
+    """The keys that every query of ``rows`` may see under causal and the window:
+    the last query's lowest key to the first query's highest (empty when none).
+    A block of keys within needs no masking."""
     (_, low), (high, _) = _bounds(rows, n_q, n_k, causal, window)
-    return low <= cols.start and cols.stop - 1 <= high
+    return range(low, max(low, high + 1))
