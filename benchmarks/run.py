@@ -141,7 +141,7 @@ def shapes(rounds: int) -> None:
     the share of the matrix the mask allows."""
     from attncli.core.kernel import blocked
     from attncli.core.options import AttentionOptions
-    from attncli.core.positions import causal_allowed, window_allowed
+    from attncli.core.positions import band_allowed
 
     try:
         import torch
@@ -160,12 +160,7 @@ def shapes(rounds: int) -> None:
         k, v = (rng.standard_normal(kv_shape, dtype=np.float32) for _ in range(2))
         n, d = shape[-2], shape[-1]
         options = AttentionOptions(causal="top-left" if causal else None, window=window)
-        i = np.arange(n)
-        allowed = np.ones((n, n), dtype=bool)
-        if causal:
-            allowed &= causal_allowed(i, i, n, n, "top-left")
-        if window is not None:
-            allowed &= window_allowed(i, i, n, n, window)
+        allowed = band_allowed(range(n), range(n), n, n, "top-left" if causal else None, window)
         contenders = {"attn": lambda q=q, k=k, v=v, o=options: blocked(q, k, v, o)}
         if torch is not None:
             tq, tk, tv = (torch.from_numpy(m) for m in (q, k, v))

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, scores
-from attncli.core.options import AttentionOptions
+from attncli.core.options import UNBOUNDED, AttentionOptions
 from attncli.core.parallel import map_blocks
 from attncli.core.positions import seen_by_all, visible_keys
 
@@ -122,6 +122,16 @@ def _attend_rows(p: Problem, rows: slice, key_block: int, bounded: bool) -> _Row
     return state
 
 
+def _window_span(p: Problem) -> int | None:
+    """How many keys one query may see at most when a window bounds both
+    sides (causal closes the right), else None."""
+    window = p.options.window
+    if window is None or window[0] == UNBOUNDED:
+        return None
+    right = 0 if p.options.causal is not None else window[1]
+    return None if right == UNBOUNDED else window[0] + max(0, right) + 1
+
+
 def _logit_bound(p: Problem) -> float:
     """An upper bound on every |logit| (and sink) when it is known, else inf.
 
@@ -167,9 +177,11 @@ def blocked(
     p = prepare(q, k, v, options or AttentionOptions())
     bounded = _logit_bound(p) <= _exp_safe(p.q.dtype)  # then no running max is needed
     key_block = max(1, key_block or KEY_BLOCK)
-    query_block = max(1, query_block or QUERY_BLOCK)
+    span = _window_span(p)  # keys one query may see at most, when a window bounds them
+    query_block = max(1, query_block or (QUERY_BLOCK if span is None else min(QUERY_BLOCK, max(64, span // 2))))
     # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
-    each = p.group * min(query_block, p.n_q) * min(key_block, p.n_k)  # logits of one head's block
+    keys = min(key_block, p.n_k, p.n_k if span is None else query_block + span)  # a query block's widest key block
+    each = p.group * min(query_block, p.n_q) * keys  # logits of one head's block
     together = max(1, BLOCK_NUMBERS // max(1, each))
     blocks = [(where, part, slice(i, min(i + query_block, p.n_q)))
               for where, part in p.heads(together) for i in range(0, p.n_q, query_block)]

@@ -14,11 +14,10 @@ from attncli.core.arrays import broadcasts_to, result_dtype, shape_text, unit_ro
 from attncli.core.options import AttentionOptions
 from attncli.core.positions import (
     alibi_slopes,
-    causal_allowed,
+    band_allowed,
     distance,
     query_positions,
     rotate,
-    window_allowed,
 )
 from attncli.errors import AttnError, ShapeError
 from attncli.text import plural
@@ -251,21 +250,19 @@ def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
     if not p.cannot_overflow:
         check_scores(logits)
     options = p.options
-    i, j = np.arange(p.n_q)[rows], np.arange(p.n_k)[cols]  # [r], [c] the block's queries and keys
+    i, j = range(p.n_q)[rows], range(p.n_k)[cols]  # the block's queries and keys
     if options.softcap is not None:
         cap = float(options.softcap)  # softcap · tanh(logits / softcap): smooth, within ±softcap
         np.multiply(np.tanh(np.divide(logits, cap, out=logits), out=logits), cap, out=logits)
     if p.bias is not None:
         logits += _cut(p.bias, rows, cols)
     if p.alibi is not None:  # −slope · |i + n_k − n_q − j|, one slope per query head
-        logits -= (p.alibi * distance(i, j, p.n_q, p.n_k)).astype(logits.dtype)
+        slopes = p.alibi.astype(logits.dtype)  # [..., H or 1, 1, 1]
+        logits -= slopes * distance(i, j, p.n_q, p.n_k, logits.dtype)  # [..., H, 1, 1] · [r, c]
     allowed = None if p.mask is None else _cut(p.mask, rows, cols)
-    if options.causal is not None and not inside:
-        causal = causal_allowed(i, j, p.n_q, p.n_k, options.causal)  # [r, c]
-        allowed = causal if allowed is None else causal & allowed
-    if options.window is not None and not inside:
-        window = window_allowed(i, j, p.n_q, p.n_k, options.window)  # [r, c]
-        allowed = window if allowed is None else window & allowed
+    if (options.causal is not None or options.window is not None) and not inside:
+        band = band_allowed(i, j, p.n_q, p.n_k, options.causal, options.window)  # [r, c]
+        allowed = band if allowed is None else band & allowed
     if allowed is not None:
         allowed = np.broadcast_to(allowed, logits.shape)
         np.copyto(logits, -np.inf, where=~allowed)
