@@ -163,6 +163,31 @@ def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k, numbers,
         np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
+STACKED = [
+    {"window": (0, 0)}, {"window": (3, 2)}, {"window": (40, 40)},
+    {"causal": "top-left", "window": (2, 0)}, {"causal": "bottom-right", "window": (6, 3)},
+    {"window": (4, 1), "alibi": True, "sinks": np.array([0.5, -1.0, 2.0, 0.0])},
+    {"window": (5, 0), "softcap": 2.0, "similarity": "cosine"},
+]
+
+
+@pytest.mark.parametrize("size", [1.0, 300.0], ids=["small logits", "large logits"])
+@pytest.mark.parametrize("settings", STACKED, ids=str)
+@pytest.mark.parametrize("n_q, n_k", [(9, 9), (7, 19), (19, 7), (40, 33)])
+def test_stacked_window_blocks_give_the_reference(settings, n_q, n_k, size):
+    """Under a window, whole query blocks whose keys all exist go through one
+    product on overlapping views of K and V: the reference's numbers, GQA included."""
+    from attncli.core.options import AttentionOptions
+
+    rng = np.random.default_rng(n_q * 100 + n_k)
+    q, k, v = (rng.standard_normal(shape) for shape in ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3)))
+    options = AttentionOptions(**settings)
+    expected = attention(q * size, k, v, options)[0]
+    for query_block in (1, 2, 3, 8):
+        out = attention_blocked(q * size, k, v, options, query_block=query_block, workers=2)
+        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("numbers, parts", [(1, 2 * 3 * 3), (2 * 4 * 6, 2 * 2 * 3), (1 << 20, 2 * 1 * 3)])
 def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
     """batch × parts of heads × query blocks: one head a part when blocks are
@@ -180,18 +205,33 @@ def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
 
 def test_skipped_blocks_are_never_computed(monkeypatch):
     """Causal over 8 query blocks × 8 key blocks computes the 36 on or below the
-    diagonal; a window of one block, the 15 along it."""
+    diagonal; a window of 3 keys to the left, block 0's 4 × 4 logits and then
+    the 7 whole blocks whose keys all exist, stacked: 4 queries × their 7 keys each."""
     from attncli.core import kernel
 
-    calls = []
-    real = kernel.scores
-    monkeypatch.setattr(kernel, "scores", lambda p, rows, cols, factor: calls.append(1) or real(p, rows, cols, factor))
+    cells = []
+    real_scores, real_product = kernel.scores, kernel.product
+
+    def scores(p, rows, cols, factor):
+        out = real_scores(p, rows, cols, factor)
+        cells.append(out.size)
+        return out
+
+    def product(q, k, similarity, factor):
+        out = real_product(q, k, similarity, factor)
+        cells.append(out.size)
+        return out
+
+    monkeypatch.setattr(kernel, "scores", scores)
+    monkeypatch.setattr(kernel, "product", product)
     q, k, v = problem(32, 32, np.float64)
-    attention_blocked(q, k, v, causal=True, query_block=4, key_block=4, workers=1)
-    assert len(calls) == 36
-    calls.clear()
-    attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=4, workers=1)
-    assert len(calls) == 15
+    out = attention_blocked(q, k, v, causal=True, query_block=4, key_block=4, workers=1)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=1e-12)
+    assert len(cells) == 36 and sum(cells) == 36 * 16
+    cells.clear()
+    out = attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=4, workers=1)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, window=(3, 0)).output, rtol=1e-12)
+    assert cells == [4 * 4, 7 * 4 * 7]
 
 
 def test_parts_hold_views_and_gqa_shares_k_and_v():

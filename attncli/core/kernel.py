@@ -9,15 +9,16 @@ against ``reference``: both build their logits with ``logits.combine``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, scores
+from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, product, scores
 from attncli.core.options import UNBOUNDED, AttentionOptions
 from attncli.core.parallel import map_blocks
-from attncli.core.positions import seen_by_all, visible_keys
+from attncli.core.positions import band, seen_by_all, visible_keys
 
 # Block sizes of the kernel. Work is cut over batch × K/V heads × blocks of
 # QUERY_BLOCK queries, each attended over keys in blocks of KEY_BLOCK; small
@@ -26,8 +27,11 @@ from attncli.core.positions import seen_by_all, visible_keys
 # product is large enough to run near the BLAS rate and Python's per-block
 # cost is paid once for them all (see benchmarks/README.md). Extra memory is
 # about workers · BLOCK_NUMBERS numbers, whatever B, H, n_q and n_k are.
-# Blocks of 256 × 1024 keep the work that causal and windowed attention
-# cannot skip (the diagonal's partly masked blocks) small.
+# Blocks of 256 × 1024 keep the work that causal attention cannot skip (the
+# diagonal's partly masked blocks) small. Under a window of W keys, query
+# blocks are W / 4 (32 to 256): a block computes its W + W / 4 keys, little
+# more than the W each query sees, and the blocks whose keys all exist go
+# many to one product (_Stack), so that small blocks cost no Python each.
 QUERY_BLOCK = 256
 KEY_BLOCK = 1024
 BLOCK_NUMBERS = 1 << 20
@@ -91,35 +95,100 @@ def _attend_rows(p: Problem, rows: slice, key_block: int, bounded: bool) -> _Row
     state = _Rows()
     for cols, inside in _key_blocks(p, range(rows.start, rows.stop), key_block):
         logits, _ = combine(scores(p, rows, cols, p.factor), p, rows, cols, inside)  # [..., r, c]
-        shrink: np.ndarray | None = None  # [..., r, 1] exp(old ref − new ref), for the sums so far
-        ref: np.ndarray | float = 0.0  # [..., r, 1] what each row's logits are taken from
-        if not bounded:
-            peak = logits.max(axis=-1, keepdims=True)  # [..., r, 1]
-            if state.peak is not None:
-                peak = np.maximum(peak, state.peak)
-            elif p.sinks is not None:  # a sink is one more logit of every row: it joins the running max...
-                peak = np.maximum(peak, p.sinks)
-            # A row of -inf so far (masked) takes ref 0: exp(-inf - 0) = 0.
-            sure = inside and p.mask is None and p.bias is None  # then no row is -inf
-            ref = peak if sure else np.where(np.isfinite(peak), peak, 0)
-            if state.peak is not None:
-                shrink = np.exp(state.peak - ref)  # old max -inf: 0, and acc is 0 anyway
-            state.peak = peak
-        with np.errstate(over="ignore", invalid="ignore"):  # −1e308 − 1e308 = −inf: weight 0, as it should be
-            e = np.exp(logits if bounded else np.subtract(logits, ref, out=logits), out=logits)
-            part = e @ p.v[..., cols, :]  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
-        part_total = e.sum(axis=-1, keepdims=True)  # [..., r, 1]
-        if state.acc is None or state.total is None:
-            if p.sinks is not None:  # ...and the sum, with no value
-                part_total = part_total + np.exp(p.sinks - ref)
-            state.acc, state.total = part, part_total
-        else:
-            if shrink is not None:
-                state.acc *= shrink
-                state.total *= shrink
-            state.acc += part
-            state.total += part_total
+        _add(state, logits, p.v[..., cols, :], p, bounded, sure=inside and p.mask is None and p.bias is None)
     return state
+
+
+def _add(state: _Rows, logits: np.ndarray, values: np.ndarray, p: Problem, bounded: bool, sure: bool) -> None:
+    """One key block's share of the online softmax: logits [..., r, c] (used
+    up), values [..., c, d_v]. ``sure``: no row of the block is all −inf."""
+    shrink: np.ndarray | None = None  # [..., r, 1] exp(old ref − new ref), for the sums so far
+    ref: np.ndarray | float = 0.0  # [..., r, 1] what each row's logits are taken from
+    if not bounded:
+        peak = logits.max(axis=-1, keepdims=True)  # [..., r, 1]
+        if state.peak is not None:
+            peak = np.maximum(peak, state.peak)
+        elif p.sinks is not None:  # a sink is one more logit of every row: it joins the running max...
+            peak = np.maximum(peak, p.sinks)
+        ref = peak if sure else np.where(np.isfinite(peak), peak, 0)  # a row of -inf so far: exp(-inf - 0) = 0
+        if state.peak is not None:
+            shrink = np.exp(state.peak - ref)  # old max -inf: 0, and acc is 0 anyway
+        state.peak = peak
+    with np.errstate(over="ignore", invalid="ignore"):  # −1e308 − 1e308 = −inf: weight 0, as it should be
+        e = np.exp(logits if bounded else np.subtract(logits, ref, out=logits), out=logits)
+        part = e @ values  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
+    part_total = e.sum(axis=-1, keepdims=True)  # [..., r, 1]
+    if state.acc is None or state.total is None:
+        if p.sinks is not None:  # ...and the sum, with no value
+            part_total = part_total + np.exp(p.sinks - ref)
+        state.acc, state.total = part, part_total
+    else:
+        if shrink is not None:
+            state.acc *= shrink
+            state.total *= shrink
+        state.acc += part
+        state.total += part_total
+
+
+@dataclass(frozen=True)
+class _Stack:
+    """``count`` query blocks of ``size`` queries from ``start`` on, each of
+    which sees the same band of keys relative to itself (lo ≤ j − i ≤ hi,
+    ``positions.band``), wholly inside [0, n_k): they go through one product,
+    stacked on a new first axis, rather than one small product each."""
+
+    start: int
+    count: int
+    size: int
+
+
+def _attend_stack(p: Problem, stack: _Stack, band: tuple[int, int], bounded: bool) -> _Rows:
+    """softmax(logits) V for a stack of query blocks under a window: queries
+    [count, ..., size, d_k] against their keys [count, ..., c, d_k], views of
+    K and V that overlap, c = size + hi − lo.
+
+    ``combine`` is told the first block's rows and keys; the others lie
+    further along the band by whole blocks, and what it applies there (the
+    window and causal, ALiBi, the soft-cap, sinks) depends only on j − i, so
+    it is the same for each (no mask or bias here: those depend on i and j).
+    """
+    lo, hi = band
+    width = stack.size + hi - lo  # keys of one block: i0 + lo .. i0 + size − 1 + hi
+    q = _stacked(p.q, stack.start, stack, stack.size)  # [count, ..., size, d_k]
+    k, v = (_stacked(m, stack.start + lo, stack, width) for m in (p.k, p.v))  # [count, ..., c, d]
+    rows, cols = slice(stack.start, stack.start + stack.size), slice(stack.start + lo, stack.start + lo + width)
+    logits, _ = combine(product(q, k, p.options.similarity, p.factor), p, rows, cols)  # [count, ..., size, c]
+    state = _Rows()
+    _add(state, logits, v, p, bounded, sure=False)
+    return state
+
+
+def _stacked(m: np.ndarray, start: int, stack: _Stack, length: int) -> np.ndarray:
+    """[..., n, d] -> [count, ..., length, d]: rows start + b · size .. + length of m
+    for each block b of the stack, as a read-only view (overlapping when length > size)."""
+    m = m[..., start:, :]
+    return np.lib.stride_tricks.as_strided(m, shape=(stack.count, *m.shape[:-2], length, m.shape[-1]),
+                                           strides=(stack.size * m.strides[-2], *m.strides), writeable=False)
+
+
+def _inner_blocks(p: Problem, size: int, lo: int, hi: int) -> range:
+    """The starts of the whole query blocks (multiples of ``size``) whose keys,
+    i0 + lo .. i0 + size − 1 + hi, all lie in [0, n_k): those can be stacked
+    (none when the band is empty)."""
+    if hi < lo:
+        return range(0)
+    first = -(-max(0, -lo) // size) * size  # i0 + lo ≥ 0
+    last = min(p.n_k - size - hi, p.n_q - size)  # i0 + size − 1 + hi ≤ n_k − 1, and a whole block
+    return range(first, last + 1, size) if last >= first else range(0)
+
+
+def _stacks(inner: range, size: int, most: int) -> list[_Stack]:
+    """The inner blocks in stacks of about equal counts, at most ``most`` blocks each."""
+    n = len(inner)
+    if n == 0:
+        return []
+    count = -(-n // -(-n // max(1, most)))  # n split evenly into ⌈n / most⌉ stacks
+    return [_Stack(inner[b], min(count, n - b), size) for b in range(0, n, count)]
 
 
 def _window_span(p: Problem) -> int | None:
@@ -178,19 +247,35 @@ def blocked(
     bounded = _logit_bound(p) <= _exp_safe(p.q.dtype)  # then no running max is needed
     key_block = max(1, key_block or KEY_BLOCK)
     span = _window_span(p)  # keys one query may see at most, when a window bounds them
-    query_block = max(1, query_block or (QUERY_BLOCK if span is None else min(QUERY_BLOCK, max(64, span // 2))))
+    query_block = max(1, query_block or (QUERY_BLOCK if span is None else min(QUERY_BLOCK, max(32, span // 4))))
     # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
     keys = min(key_block, p.n_k, p.n_k if span is None else query_block + span)  # a query block's widest key block
     each = p.group * min(query_block, p.n_q) * keys  # logits of one head's block
     together = max(1, BLOCK_NUMBERS // max(1, each))
-    blocks = [(where, part, slice(i, min(i + query_block, p.n_q)))
-              for where, part in p.heads(together) for i in range(0, p.n_q, query_block)]
+    # Under a band of keys (a window closed on both sides), whole query blocks
+    # whose keys all exist go several to a product (_Stack); a mask or bias
+    # depends on i and j, not j − i, so not then.
+    lo, hi = band(p.n_q, p.n_k, p.options.causal, p.options.window)
+    stacking = p.mask is None and p.bias is None
+    inner = _inner_blocks(p, query_block, lo, hi) if lo is not None and hi is not None and stacking else range(0)
+    blocks: list[tuple[tuple[slice, ...], Problem, slice | _Stack]] = []
+    for where, part in p.heads(together):
+        blocks += [(where, part, slice(i, min(i + query_block, p.n_q)))
+                   for i in range(0, p.n_q, query_block) if i not in inner]
+        per_block = math.prod(part.logits_shape[:-2]) * query_block * keys  # logits of one query block of the part
+        blocks += [(where, part, stack) for stack in _stacks(inner, query_block, BLOCK_NUMBERS // max(1, per_block))]
     output = np.empty(p.out_shape, dtype=p.q.dtype)  # [..., n_q, d_v] (grouped with GQA)
 
-    def attend(block: tuple[tuple[slice, ...], Problem, slice]) -> None:
+    def attend(block: tuple[tuple[slice, ...], Problem, slice | _Stack]) -> None:
         where, part, rows = block
-        state = _attend_rows(part, rows, key_block, bounded)
-        out = output[where + (..., rows, EVERYTHING)]  # [..., r, d_v] a view
+        if isinstance(rows, _Stack):
+            state = _attend_stack(part, rows, (lo or 0, hi or 0), bounded)
+            span_of_rows = slice(rows.start, rows.start + rows.count * rows.size)
+            out = output[where + (..., span_of_rows, EVERYTHING)]  # [..., count · size, d_v] a view
+            out = np.moveaxis(out.reshape(*out.shape[:-2], rows.count, rows.size, out.shape[-1]), -3, 0)
+        else:
+            state = _attend_rows(part, rows, key_block, bounded)
+            out = output[where + (..., rows, EVERYTHING)]  # [..., r, d_v] a view
         if state.acc is None or state.total is None:  # no keys to see: nothing to attend to
             out[...] = 0
         else:

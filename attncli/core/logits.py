@@ -222,14 +222,19 @@ def _grouped(m: np.ndarray, ndim: int, group: int) -> np.ndarray:
 
 
 def scores(p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING, factor: float = 1.0) -> np.ndarray:
-    """factor · q·k for a block of queries and keys: [..., r, c] (cosine: of unit-length rows).
+    """factor · q·k for a block of queries and keys: [..., r, c] (cosine: of unit-length rows)."""
+    return product(p.q[..., rows, :], p.k[..., cols, :], p.options.similarity, factor)
+
+
+def product(qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0) -> np.ndarray:
+    """factor · q·k of rows of Q and K: [..., r, d_k], [..., c, d_k] -> [..., r, c]
+    (cosine: of unit-length rows, made row by row: the same as on whole matrices).
 
     A factor other than 1 is folded into the (small) query block, so that the
     big block is written once by the matrix product.
     """
-    qb, kb = p.q[..., rows, :], p.k[..., cols, :]  # [..., r, d_k], [..., c, d_k]
-    if p.options.similarity == "cosine":
-        qb, kb = unit_rows(qb), unit_rows(kb)  # row by row: the same as on whole matrices
+    if similarity == "cosine":
+        qb, kb = unit_rows(qb), unit_rows(kb)
     if factor != 1.0:
         qb = qb * factor
     with np.errstate(over="ignore", invalid="ignore"):

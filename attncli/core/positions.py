@@ -84,13 +84,13 @@ def band_allowed(rows: range, cols: range, n_q: int, n_k: int, causal: str | Non
     right)`` exactly: i + n_k − n_q − left ≤ j ≤ i + n_k − n_q + right,
     inclusive; −1 leaves a side open. Like ``distance``, a block depends only
     on j − i: read-only, worked out once for each shape and offset."""
-    lo, hi = _band(n_q, n_k, causal, window)
+    lo, hi = band(n_q, n_k, causal, window)
     shift = cols.start - rows.start  # j − i = (local j − local i) + shift
     return _block(len(rows), len(cols), shift, "bool", "band",
                   None if lo is None else lo - shift, None if hi is None else hi - shift)
 
 
-def _band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
+def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
     """The band lo ≤ j − i ≤ hi that causal and the window allow (None: open)."""
     lo, hi = None, None
     if causal is not None:
@@ -135,7 +135,7 @@ def _bounds(rows: range, n_q: int, n_k: int, causal: str | None,
             window: tuple[int, int] | None) -> tuple[list[int], list[int]]:
     """For the first and last query of ``rows``, the lowest and highest key
     each may see (causal and window only; the ends of [0, n_k) otherwise)."""
-    lo, hi = _band(n_q, n_k, causal, window)
+    lo, hi = band(n_q, n_k, causal, window)
     ends = (rows.start, rows.stop - 1)
     return ([0 if lo is None else max(0, i + lo) for i in ends],
             [n_k - 1 if hi is None else min(n_k - 1, i + hi) for i in ends])
