@@ -105,13 +105,13 @@ def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None)
 def _block(r: int, c: int, shift: int, dtype: str, kind: str,
            lo: int | None = None, hi: int | None = None) -> np.ndarray:
     """``distance`` (|local j − local i + shift|) or ``band_allowed`` (lo ≤ local j − local i ≤ hi)
-    of an r × c block; kept when small (≤ 2^20 cells), as the kernel's blocks are."""
+    of an r × c block; kept when small (≤ 2^18 cells), as the kernel's blocks are."""
     if r * c <= _KEPT_CELLS:
         return _kept_block(r, c, shift if kind == "distance" else 0, dtype, kind, lo, hi)
     return _new_block(r, c, shift, dtype, kind, lo, hi)
 
 
-_KEPT_CELLS = 1 << 20
+_KEPT_CELLS = 1 << 18  # a kernel block, 256 × 1024: at most 32 of 2 MiB (float64) kept
 
 
 def _new_block(r: int, c: int, shift: int, dtype: str, kind: str, lo: int | None, hi: int | None) -> np.ndarray:
