@@ -274,3 +274,17 @@ def test_both_softmax_paths_give_the_reference(settings, size, bounded):
     for key_block in (4, 13):
         out = attention_blocked(q, k, v, options, query_block=4, key_block=key_block, workers=2)
         np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_every_worker_thread_runs_even_after_a_tiny_first_call():
+    """The kept pool starts all its threads at once (a ThreadPoolExecutor starts
+    one on submit only when none is idle): two blocks that each wait for the
+    other finish only if both run at the same time."""
+    import threading
+
+    from attncli.core.parallel import _pool, map_blocks
+
+    map_blocks(lambda block: None, list(range(8)), 2, None)  # blocks faster than their submission
+    assert len(_pool(2)._threads) == 2  # CPython's ThreadPoolExecutor keeps its threads here
+    both = threading.Barrier(2)
+    map_blocks(lambda block: both.wait(timeout=10), [0, 1], 2, None)  # BrokenBarrierError with one thread

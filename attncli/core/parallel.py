@@ -52,10 +52,19 @@ _pools_lock = threading.Lock()
 
 
 def _pool(workers: int) -> ThreadPoolExecutor:
-    """The process's pool of ``workers`` threads, started on first use."""
+    """The process's pool of ``workers`` threads, every one started on first use.
+
+    A ThreadPoolExecutor starts a thread on submit only when none is idle, and
+    counts a thread idle once it has finished any block: a first call whose
+    blocks finish faster than they are submitted would leave a kept pool at
+    one thread for good. So its threads are started here, each held at a
+    barrier until all are running."""
     with _pools_lock:
         if workers not in _pools:
-            _pools[workers] = ThreadPoolExecutor(workers, thread_name_prefix="attn-block")
+            pool = ThreadPoolExecutor(workers, thread_name_prefix="attn-block")
+            everyone = threading.Barrier(workers)
+            wait([pool.submit(everyone.wait, 10) for _ in range(workers)])
+            _pools[workers] = pool
         return _pools[workers]
 
 
