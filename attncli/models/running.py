@@ -70,19 +70,9 @@ def encode(model: Model, batch: Batch) -> tuple[np.ndarray, np.ndarray]:
     """The family's forward pass on a batch, one segment per text (token types 0).
 
     -> hidden [b, n, d_model], weights [n_layer, b, n_head, n, n]
-
-    BLAS is held to one thread meanwhile: an encoder's products are small
-    (a 20-token sentence: [20, 384] @ [384, 1536] at most), and OpenBLAS's
-    second thread costs more than it gives, badly so when other processes
-    share the cores (a 20-token trace: median 35 ms with BLAS's 2 threads,
-    22 ms with one; 32 sentences of 22 tokens: 676 ms against 376 ms; load
-    average 5 on 2 cores; see benchmarks/README.md).
     """
-    from attncli.core.parallel import one_blas_thread
-
     types = np.zeros_like(batch.ids)
-    with one_blas_thread():
-        return model.family.forward(model.params, model.config, batch.ids, types, batch.allowed)
+    return model.family.forward(model.params, model.config, batch.ids, types, batch.allowed)
 
 
 def trace(model: Model, text: str) -> Trace:
