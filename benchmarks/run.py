@@ -188,9 +188,14 @@ def shapes(rounds: int, flex: bool) -> None:
         heads = math.prod(shape[:-2])
         useful = 4 * heads * int(allowed.sum()) * d
         ours, theirs, flexes = best["attn"], best.get("torch", math.nan), best.get("flex", math.nan)
-        print(f"{label:<20} {str(list(shape)):<20} {ours * 1000:8.0f} {theirs * 1000:9.0f} {theirs / ours:9.2f}× "
-              f"{flexes * 1000:8.0f} {flexes / ours:8.2f}× {useful / ours / rate:5.0%}  {diff:.1e}")
+        print(f"{label:<20} {str(list(shape)):<20} {_ms(ours):>8} {_ms(theirs):>9} {theirs / ours:9.2f}× "
+              f"{_ms(flexes):>8} {flexes / ours:8.2f}× {useful / ours / rate:5.0%}  {diff:.1e}")
         del outputs
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds, with a decimal below 10 ms (the window rows)."""
+    return f"{seconds * 1000:.1f}" if seconds < 0.01 else f"{seconds * 1000:.0f}"
 
 
 def _flex_unavailable() -> str:
