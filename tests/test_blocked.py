@@ -206,7 +206,8 @@ def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
 def test_skipped_blocks_are_never_computed(monkeypatch):
     """Causal over 8 query blocks × 8 key blocks computes the 36 on or below the
     diagonal; a window of 3 keys to the left, block 0's 4 × 4 logits and then
-    the 7 whole blocks whose keys all exist, stacked: 4 queries × their 7 keys each."""
+    the 7 whole blocks whose keys all exist, stacked: 4 queries × their 7 keys
+    each (a stacked block's keys must fit in one key block: 8 here)."""
     from attncli.core import kernel
 
     cells = []
@@ -229,7 +230,7 @@ def test_skipped_blocks_are_never_computed(monkeypatch):
     np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=1e-12)
     assert len(cells) == 36 and sum(cells) == 36 * 16
     cells.clear()
-    out = attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=4, workers=1)
+    out = attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=8, workers=1)
     np.testing.assert_allclose(out, attention_steps(q, k, v, window=(3, 0)).output, rtol=1e-12)
     assert cells == [4 * 4, 7 * 4 * 7]
 

@@ -142,7 +142,7 @@ class _Stack:
     size: int
 
 
-def _attend_stack(p: Problem, stack: _Stack, band: tuple[int, int], bounded: bool) -> _Rows:
+def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bool) -> _Rows:
     """softmax(logits) V for a stack of query blocks under a window: queries
     [count, ..., size, d_k] against their keys [count, ..., c, d_k], views of
     K and V that overlap, c = size + hi − lo.
@@ -152,7 +152,7 @@ def _attend_stack(p: Problem, stack: _Stack, band: tuple[int, int], bounded: boo
     window and causal, ALiBi, the soft-cap, sinks) depends only on j − i, so
     it is the same for each (no mask or bias here: those depend on i and j).
     """
-    lo, hi = band
+    lo, hi = lo_hi
     width = stack.size + hi - lo  # keys of one block: i0 + lo .. i0 + size − 1 + hi
     q = _stacked(p.q, stack.start, stack, stack.size)  # [count, ..., size, d_k]
     k, v = (_stacked(m, stack.start + lo, stack, width) for m in (p.k, p.v))  # [count, ..., c, d]
@@ -192,8 +192,8 @@ def _stacks(inner: range, size: int, most: int) -> list[_Stack]:
 
 
 def _window_span(p: Problem) -> int | None:
-    """How many keys one query may see at most when a window bounds both
-    sides (causal closes the right), else None."""
+    """About how many keys one query may see when a window bounds both sides
+    (causal closes the right), else None: what sizes the query blocks."""
     window = p.options.window
     if window is None or window[0] == UNBOUNDED:
         return None
@@ -256,8 +256,11 @@ def blocked(
     # whose keys all exist go several to a product (_Stack); a mask or bias
     # depends on i and j, not j − i, so not then.
     lo, hi = band(p.n_q, p.n_k, p.options.causal, p.options.window)
-    stacking = p.mask is None and p.bias is None
-    inner = _inner_blocks(p, query_block, lo, hi) if lo is not None and hi is not None and stacking else range(0)
+    # A stacked block takes all its keys at once: only when they fit in a key block.
+    stacked: tuple[int, int] | None = None  # the band (lo, hi) of stacked blocks
+    if lo is not None and hi is not None and p.mask is None and p.bias is None and query_block + hi - lo <= key_block:
+        stacked = lo, hi
+    inner = range(0) if stacked is None else _inner_blocks(p, query_block, *stacked)  # their starts
     blocks: list[tuple[tuple[slice, ...], Problem, slice | _Stack]] = []
     for where, part in p.heads(together):
         blocks += [(where, part, slice(i, min(i + query_block, p.n_q)))
@@ -269,7 +272,8 @@ def blocked(
     def attend(block: tuple[tuple[slice, ...], Problem, slice | _Stack]) -> None:
         where, part, rows = block
         if isinstance(rows, _Stack):
-            state = _attend_stack(part, rows, (lo or 0, hi or 0), bounded)
+            assert stacked is not None
+            state = _attend_stack(part, rows, stacked, bounded)
             span_of_rows = slice(rows.start, rows.start + rows.count * rows.size)
             out = output[where + (..., span_of_rows, EVERYTHING)]  # [..., count · size, d_v] a view
             out = np.moveaxis(out.reshape(*out.shape[:-2], rows.count, rows.size, out.shape[-1]), -3, 0)
