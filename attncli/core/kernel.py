@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, product, scores
-from attncli.core.options import UNBOUNDED, AttentionOptions
+from attncli.core.options import AttentionOptions
 from attncli.core.parallel import map_blocks
 from attncli.core.positions import band, seen_by_all, visible_keys
 
@@ -191,16 +191,6 @@ def _stacks(inner: range, size: int, most: int) -> list[_Stack]:
     return [_Stack(inner[b], min(count, n - b), size) for b in range(0, n, count)]
 
 
-def _window_span(p: Problem) -> int | None:
-    """About how many keys one query may see when a window bounds both sides
-    (causal closes the right), else None: what sizes the query blocks."""
-    window = p.options.window
-    if window is None or window[0] == UNBOUNDED:
-        return None
-    right = 0 if p.options.causal is not None else window[1]
-    return None if right == UNBOUNDED else window[0] + max(0, right) + 1
-
-
 def _logit_bound(p: Problem) -> float:
     """An upper bound on every |logit| (and sink) when it is known, else inf.
 
@@ -246,17 +236,17 @@ def blocked(
     p = prepare(q, k, v, options or AttentionOptions())
     bounded = _logit_bound(p) <= _exp_safe(p.q.dtype)  # then no running max is needed
     key_block = max(1, key_block or KEY_BLOCK)
-    span = _window_span(p)  # keys one query may see at most, when a window bounds them
+    # Causal and the window: the keys j of query i are i + lo <= j <= i + hi (None: open).
+    lo, hi = band(p.n_q, p.n_k, p.options.causal, p.options.window)
+    span = None if lo is None or hi is None else max(1, hi - lo + 1)  # keys a query sees under a window
     query_block = max(1, query_block or (QUERY_BLOCK if span is None else min(QUERY_BLOCK, max(32, span // 4))))
     # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
     keys = min(key_block, p.n_k, p.n_k if span is None else query_block + span)  # a query block's widest key block
     each = p.group * min(query_block, p.n_q) * keys  # logits of one head's block
     together = max(1, BLOCK_NUMBERS // max(1, each))
-    # Under a band of keys (a window closed on both sides), whole query blocks
-    # whose keys all exist go several to a product (_Stack); a mask or bias
-    # depends on i and j, not j − i, so not then.
-    lo, hi = band(p.n_q, p.n_k, p.options.causal, p.options.window)
-    # A stacked block takes all its keys at once: only when they fit in a key block.
+    # Under a window, whole query blocks whose keys all exist go several to a
+    # product (_Stack), taking all their keys at once: when those fit in a key
+    # block, and with no mask or bias (they depend on i and j, not j − i).
     stacked: tuple[int, int] | None = None  # the band (lo, hi) of stacked blocks
     if lo is not None and hi is not None and p.mask is None and p.bias is None and query_block + hi - lo <= key_block:
         stacked = lo, hi
