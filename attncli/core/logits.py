@@ -235,9 +235,9 @@ def product(qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0
     """
     if similarity == "cosine":
         qb, kb = unit_rows(qb), unit_rows(kb)
-    if factor != 1.0:
-        qb = qb * factor
-    with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow is check_scores' to report
+        if factor != 1.0:
+            qb = qb * factor
         return qb @ np.swapaxes(kb, -1, -2)  # [..., r, d_k] @ [..., d_k, c] -> [..., r, c]
 
 
