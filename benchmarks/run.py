@@ -109,17 +109,19 @@ def kernels(sizes: list[int], d: int = 64) -> None:
         del outputs
 
 
-# (label, Q shape [B, H_q, N, D], H_kv, causal, window (left, right) or None)
+# (label, Q shape [B, H_q, N, D], H_kv, causal, window (left, right) or None, other options)
 SHAPES = [
-    ("multi-head causal", (1, 32, 1024, 128), 32, True, None),
-    ("multi-head", (4, 8, 512, 64), 8, False, None),
-    ("multi-head causal", (1, 16, 4096, 64), 16, True, None),
-    ("GQA 32/8 causal", (1, 32, 1024, 128), 8, True, None),
-    ("window 256", (1, 16, 4096, 64), 16, False, (256, 0)),
-    ("2-D", (8192, 64), 1, False, None),
-    ("2-D causal", (8192, 64), 1, True, None),
-    ("2-D window 256", (4096, 64), 1, False, (256, 0)),
-    ("2-D", (4096, 64), 1, False, None),
+    ("multi-head causal", (1, 32, 1024, 128), 32, True, None, {}),
+    ("multi-head", (4, 8, 512, 64), 8, False, None, {}),
+    ("multi-head causal", (1, 16, 4096, 64), 16, True, None, {}),
+    ("GQA 32/8 causal", (1, 32, 1024, 128), 8, True, None, {}),
+    ("window 256", (1, 16, 4096, 64), 16, False, (256, 0), {}),
+    ("ALiBi causal", (1, 16, 4096, 64), 16, True, None, {"alibi": True}),
+    ("soft-cap 30 causal", (1, 16, 4096, 64), 16, True, None, {"softcap": 30.0}),
+    ("2-D", (8192, 64), 1, False, None, {}),
+    ("2-D causal", (8192, 64), 1, True, None, {}),
+    ("2-D window 256", (4096, 64), 1, False, (256, 0), {}),
+    ("2-D", (4096, 64), 1, False, None, {}),
 ]
 
 
@@ -134,14 +136,15 @@ def sgemm_rate() -> float:
     return 2 * 2048**3 / best
 
 
-def shapes(rounds: int) -> None:
+def shapes(rounds: int, flex: bool) -> None:
     """attn's kernel on the shapes models run, beside torch SDPA (an explicit
-    boolean mask for a window, which SDPA lacks). The fraction of the sgemm
-    rate counts the products' useful work: 4 · n_q · n_k · d per head, times
-    the share of the matrix the mask allows."""
+    boolean mask for a window, which SDPA lacks; no SDPA for ALiBi and the
+    soft-cap) and, for those variants, FlexAttention compiled for the CPU.
+    The fraction of the sgemm rate counts the products' useful work:
+    4 · n_q · n_k · d per head, times the share of the matrix the mask allows."""
     from attncli.core.kernel import blocked
     from attncli.core.options import AttentionOptions
-    from attncli.core.positions import causal_allowed, window_allowed
+    from attncli.core.positions import band_allowed
 
     try:
         import torch
@@ -149,31 +152,31 @@ def shapes(rounds: int) -> None:
     except ImportError:
         torch = None
     rate = sgemm_rate()
-    print(f"\n## Shapes models run: output only, float32, best of {rounds} interleaved runs "
-          f"(sgemm {rate / 1e9:.0f} GFLOP/s)\n")
-    print(f"{'case':<20} {'shape':<20} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'sgemm':>6}  max |diff|")
-    print("-" * 92)
+    flex_note = "no torch" if torch is None else _flex_unavailable() if flex else "not run"
+    print(f"\n## Shapes models run: output only, float32, best of {rounds} interleaved runs (sgemm "
+          f"{rate / 1e9:.0f} GFLOP/s; FlexAttention: {flex_note or 'torch.compile on the CPU, compile not timed'})\n")
+    print(f"{'case':<20} {'shape':<20} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'flex ms':>8} "
+          f"{'flex/attn':>9} {'sgemm':>6}  max |diff|")
+    print("-" * 112)
     rng = np.random.default_rng(0)
-    for label, shape, h_kv, causal, window in SHAPES:
+    for label, shape, h_kv, causal, window, extra in SHAPES:
         kv_shape = shape[:-3] + (h_kv,) + shape[-2:] if len(shape) == 4 else shape
         q = rng.standard_normal(shape, dtype=np.float32)
         k, v = (rng.standard_normal(kv_shape, dtype=np.float32) for _ in range(2))
         n, d = shape[-2], shape[-1]
-        options = AttentionOptions(causal="top-left" if causal else None, window=window)
-        i = np.arange(n)
-        allowed = np.ones((n, n), dtype=bool)
-        if causal:
-            allowed &= causal_allowed(i, i, n, n, "top-left")
-        if window is not None:
-            allowed &= window_allowed(i, i, n, n, window)
+        options = AttentionOptions(causal="top-left" if causal else None, window=window, **extra)
+        allowed = band_allowed(range(n), range(n), n, n, "top-left" if causal else None, window)
         contenders = {"attn": lambda q=q, k=k, v=v, o=options: blocked(q, k, v, o)}
-        if torch is not None:
+        if torch is not None and not extra:
             tq, tk, tv = (torch.from_numpy(m) for m in (q, k, v))
             mask = None if window is None else torch.from_numpy(allowed)
             contenders["torch"] = lambda tq=tq, tk=tk, tv=tv, mask=mask, c=causal and window is None: (
                 F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask, is_causal=c,
                                                enable_gqa=tq.shape[-3] != tk.shape[-3] if tq.ndim == 4 else False)
                 .numpy())
+        if torch is not None and not flex_note and (window is not None or extra):
+            contenders["flex"] = _flex(q, k, v, causal, window, extra)
+            contenders["flex"]()  # compiles for this mask and score: not timed
         best = {name: math.inf for name in contenders}
         outputs = {}
         for _ in range(rounds):
@@ -184,10 +187,64 @@ def shapes(rounds: int) -> None:
         diff = max(float(np.abs(out - outputs["attn"]).max()) for out in outputs.values())
         heads = math.prod(shape[:-2])
         useful = 4 * heads * int(allowed.sum()) * d
-        theirs = best.get("torch", math.nan)
-        print(f"{label:<20} {str(list(shape)):<20} {best['attn'] * 1000:8.0f} {theirs * 1000:9.0f} "
-              f"{theirs / best['attn']:9.2f}× {useful / best['attn'] / rate:5.0%}  {diff:.1e}")
+        ours, theirs, flexes = best["attn"], best.get("torch", math.nan), best.get("flex", math.nan)
+        print(f"{label:<20} {str(list(shape)):<20} {_ms(ours):>8} {_ms(theirs):>9} {theirs / ours:9.2f}× "
+              f"{_ms(flexes):>8} {flexes / ours:8.2f}× {useful / ours / rate:5.0%}  {diff:.1e}")
         del outputs
+
+
+def _ms(seconds: float) -> str:
+    """Milliseconds, with a decimal below 10 ms (the window rows)."""
+    return f"{seconds * 1000:.1f}" if seconds < 0.01 else f"{seconds * 1000:.0f}"
+
+
+def _flex_unavailable() -> str:
+    """Why FlexAttention cannot run here ('' when it can): it needs torch.compile,
+    which on the CPU needs a C++ compiler."""
+    try:
+        import torch
+
+        q = torch.zeros(1, 1, 128, 16)
+        _compiled_flex()(q, q, q)
+    except Exception as e:  # noqa: BLE001 - any failure means: no FlexAttention column
+        return f"unavailable ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
+    return ""
+
+
+def _compiled_flex():
+    import torch
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention)
+
+
+def _flex(q, k, v, causal: bool, window, extra: dict):
+    """FlexAttention on [B, H, N, D] (2-D inputs as one head): a block mask for
+    causal and the window, a score_mod for ALiBi (attn's slopes) and the soft-cap."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    from attncli.core.positions import alibi_slopes
+
+    tq, tk, tv = (torch.from_numpy(m).reshape((1, 1) * (m.ndim == 2) + m.shape) for m in (q, k, v))
+    n = tq.shape[-2]
+    left = None if window is None else window[0]
+
+    def allowed(b, h, q_idx, kv_idx):
+        ok = kv_idx <= q_idx if causal or window is not None else kv_idx >= 0
+        return ok if left is None else ok & (q_idx - kv_idx <= left)
+
+    block_mask = create_block_mask(allowed, None, None, n, n, device="cpu") if causal or window else None
+    score_mod = None
+    if extra.get("alibi"):
+        slopes = torch.from_numpy(alibi_slopes(tq.shape[-3])).float()
+        score_mod = lambda score, b, h, q_idx, kv_idx: score - slopes[h] * (q_idx - kv_idx).abs()  # noqa: E731
+    elif "softcap" in extra:
+        cap = torch.tensor(extra["softcap"])  # a python float fails to compile here (torch 2.13: unbacked_bindings)
+        score_mod = lambda score, b, h, q_idx, kv_idx: cap * torch.tanh(score / cap)  # noqa: E731
+    flex = _compiled_flex()
+    gqa = tq.shape[-3] != tk.shape[-3]
+    return lambda: flex(tq, tk, tv, score_mod=score_mod, block_mask=block_mask, enable_gqa=gqa).reshape(q.shape).numpy()
 
 
 def peak_memory(n: int, d: int = 64) -> None:
@@ -285,9 +342,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="n up to 4096, fewer start-up runs")
     parser.add_argument("--shapes", action="store_true", help="only the table of the shapes models run")
+    parser.add_argument("--no-flex", action="store_true", help="no FlexAttention column (it compiles for ~20 s a row)")
     args = parser.parse_args()
     machine()
-    shapes(2 if args.quick else 3)
+    shapes(2 if args.quick else 3, flex=not args.no_flex)
     if args.shapes:
         return
     kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])

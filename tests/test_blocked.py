@@ -163,6 +163,31 @@ def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k, numbers,
         np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
+STACKED = [
+    {"window": (0, 0)}, {"window": (3, 2)}, {"window": (40, 40)},
+    {"causal": "top-left", "window": (2, 0)}, {"causal": "bottom-right", "window": (6, 3)},
+    {"window": (4, 1), "alibi": True, "sinks": np.array([0.5, -1.0, 2.0, 0.0])},
+    {"window": (5, 0), "softcap": 2.0, "similarity": "cosine"},
+]
+
+
+@pytest.mark.parametrize("size", [1.0, 300.0], ids=["small logits", "large logits"])
+@pytest.mark.parametrize("settings", STACKED, ids=str)
+@pytest.mark.parametrize("n_q, n_k", [(9, 9), (7, 19), (19, 7), (40, 33)])
+def test_stacked_window_blocks_give_the_reference(settings, n_q, n_k, size):
+    """Under a window, whole query blocks whose keys all exist go through one
+    product on overlapping views of K and V: the reference's numbers, GQA included."""
+    from attncli.core.options import AttentionOptions
+
+    rng = np.random.default_rng(n_q * 100 + n_k)
+    q, k, v = (rng.standard_normal(shape) for shape in ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3)))
+    options = AttentionOptions(**settings)
+    expected = attention(q * size, k, v, options)[0]
+    for query_block in (1, 2, 3, 8):
+        out = attention_blocked(q * size, k, v, options, query_block=query_block, workers=2)
+        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
 @pytest.mark.parametrize("numbers, parts", [(1, 2 * 3 * 3), (2 * 4 * 6, 2 * 2 * 3), (1 << 20, 2 * 1 * 3)])
 def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
     """batch × parts of heads × query blocks: one head a part when blocks are
@@ -180,18 +205,34 @@ def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
 
 def test_skipped_blocks_are_never_computed(monkeypatch):
     """Causal over 8 query blocks × 8 key blocks computes the 36 on or below the
-    diagonal; a window of one block, the 15 along it."""
+    diagonal; a window of 3 keys to the left, block 0's 4 × 4 logits and then
+    the 7 whole blocks whose keys all exist, stacked: 4 queries × their 7 keys
+    each (a stacked block's keys must fit in one key block: 8 here)."""
     from attncli.core import kernel
 
-    calls = []
-    real = kernel.scores
-    monkeypatch.setattr(kernel, "scores", lambda p, rows, cols, factor: calls.append(1) or real(p, rows, cols, factor))
+    cells = []
+    real_scores, real_product = kernel.scores, kernel.product
+
+    def scores(p, rows, cols, factor):
+        out = real_scores(p, rows, cols, factor)
+        cells.append(out.size)
+        return out
+
+    def product(q, k, similarity, factor):
+        out = real_product(q, k, similarity, factor)
+        cells.append(out.size)
+        return out
+
+    monkeypatch.setattr(kernel, "scores", scores)
+    monkeypatch.setattr(kernel, "product", product)
     q, k, v = problem(32, 32, np.float64)
-    attention_blocked(q, k, v, causal=True, query_block=4, key_block=4, workers=1)
-    assert len(calls) == 36
-    calls.clear()
-    attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=4, workers=1)
-    assert len(calls) == 15
+    out = attention_blocked(q, k, v, causal=True, query_block=4, key_block=4, workers=1)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=1e-12)
+    assert len(cells) == 36 and sum(cells) == 36 * 16
+    cells.clear()
+    out = attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=8, workers=1)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, window=(3, 0)).output, rtol=1e-12)
+    assert cells == [4 * 4, 7 * 4 * 7]
 
 
 def test_parts_hold_views_and_gqa_shares_k_and_v():
@@ -210,3 +251,41 @@ def test_parts_hold_views_and_gqa_shares_k_and_v():
         assert part.q.shape == (1, 1, 4, 5, 4) and part.k.shape == (1, 1, 1, 7, 4)
         assert np.shares_memory(part.q, q) and np.shares_memory(part.k, k) and np.shares_memory(part.v, v)
     assert len(p.heads(together=2)) == 2
+
+
+@pytest.mark.parametrize("settings", [{}, {"causal": "top-left"}, {"window": (3, 1)}, {"softcap": 5.0},
+                                      {"sinks": np.array([0.5, -1.0])}, {"mask": "random"}], ids=str)
+@pytest.mark.parametrize("size, bounded", [(1.0, True), (300.0, False)], ids=["no running max", "running max"])
+def test_both_softmax_paths_give_the_reference(settings, size, bounded):
+    """Small logits (|logit| ≤ _exp_safe, known from ‖q‖ ‖k‖) need no running
+    max: exp(logit) is summed as it is. Large ones go through the online
+    softmax's running max. Both give the reference's numbers."""
+    from attncli.core import kernel
+    from attncli.core.logits import prepare
+    from attncli.core.options import AttentionOptions
+
+    rng = np.random.default_rng(11)
+    q, k, v = rng.standard_normal((2, 9, 6)) * size, rng.standard_normal((2, 13, 6)), rng.standard_normal((2, 13, 3))
+    if settings.get("mask") == "random":
+        settings = {"mask": rng.random((9, 13)) < 0.4}
+    options = AttentionOptions(**settings)
+    small = kernel._logit_bound(prepare(q, k, v, options)) <= kernel._exp_safe(q.dtype)
+    assert small == (bounded or "softcap" in settings)  # a soft-cap of 5 bounds them anyway
+    expected = attention(q, k, v, options)[0]
+    for key_block in (4, 13):
+        out = attention_blocked(q, k, v, options, query_block=4, key_block=key_block, workers=2)
+        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_every_worker_thread_runs_even_after_a_tiny_first_call():
+    """The kept pool starts all its threads at once (a ThreadPoolExecutor starts
+    one on submit only when none is idle): two blocks that each wait for the
+    other finish only if both run at the same time."""
+    import threading
+
+    from attncli.core.parallel import _pool, map_blocks
+
+    map_blocks(lambda block: None, list(range(8)), 2, None)  # blocks faster than their submission
+    assert len(_pool(2)._threads) == 2  # CPython's ThreadPoolExecutor keeps its threads here
+    both = threading.Barrier(2)
+    map_blocks(lambda block: both.wait(timeout=10), [0, 1], 2, None)  # BrokenBarrierError with one thread

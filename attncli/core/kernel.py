@@ -9,15 +9,16 @@ against ``reference``: both build their logits with ``logits.combine``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, scores
+from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, product, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import map_blocks
-from attncli.core.positions import all_visible, visible_keys
+from attncli.core.positions import band, seen_by_all, visible_keys
 
 # Block sizes of the kernel. Work is cut over batch × K/V heads × blocks of
 # QUERY_BLOCK queries, each attended over keys in blocks of KEY_BLOCK; small
@@ -26,11 +27,21 @@ from attncli.core.positions import all_visible, visible_keys
 # product is large enough to run near the BLAS rate and Python's per-block
 # cost is paid once for them all (see benchmarks/README.md). Extra memory is
 # about workers · BLOCK_NUMBERS numbers, whatever B, H, n_q and n_k are.
-# Blocks of 256 × 1024 keep the work that causal and windowed attention
-# cannot skip (the diagonal's partly masked blocks) small.
+# Blocks of 256 × 1024 keep the work that causal attention cannot skip (the
+# diagonal's partly masked blocks) small. Under a window of W keys, query
+# blocks are W / 4 (32 to 256): a block computes its W + W / 4 keys, little
+# more than the W each query sees, and the blocks whose keys all exist go
+# many to one product (_Stack), so that small blocks cost no Python each.
 QUERY_BLOCK = 256
 KEY_BLOCK = 1024
 BLOCK_NUMBERS = 1 << 20
+
+
+# exp(logit) neither overflows nor leaves the normal numbers while
+# |logit| ≤ this (e^±44 in float32, e^±354 in float64; n_k · e^44 is still
+# far from float32's 3.4e38): below it the kernel needs no running max.
+def _exp_safe(dtype: np.dtype) -> float:
+    return float(np.log(np.finfo(dtype).max)) / 2
 
 
 @dataclass
@@ -40,54 +51,168 @@ class _Rows:
 
     acc: np.ndarray | None = None  # [..., r, d_v] Σ exp(logit - ref) · v
     total: np.ndarray | None = None  # [..., r, 1] Σ exp(logit - ref)
-    peak: np.ndarray | None = None  # [..., r, 1] running max of the logits (-inf = none yet)
+    peak: np.ndarray | None = None  # [..., r, 1] running max of the logits (-inf = none yet); None with ref = 0
 
 
-def _attend_rows(p: Problem, rows: slice, key_block: int) -> _Rows:
+def _key_blocks(p: Problem, queries: range, key_block: int) -> list[tuple[slice, bool]]:
+    """The keys some query of ``queries`` may see under causal and the window,
+    in blocks of at most ``key_block``: [(cols, inside)], inside when every
+    query sees every key of the block (no masking). A block that is mostly
+    inside is cut at the edges of the keys every query sees, so that only
+    its edges are masked."""
+    causal, window = p.options.causal, p.options.window
+    keys = visible_keys(queries, p.n_q, p.n_k, causal, window)
+    every = seen_by_all(queries, p.n_q, p.n_k, causal, window)
+    blocks = []
+    for start in range(keys.start, keys.stop, key_block):
+        stop = min(start + key_block, keys.stop)
+        low, high = max(start, every.start), min(stop, every.stop)  # the part every query sees
+        if high - low >= stop - start:
+            blocks.append((slice(start, stop), True))
+        elif 2 * (high - low) >= stop - start:
+            cuts = [(start, low, False), (low, high, True), (high, stop, False)]
+            blocks.extend((slice(a, b), inside) for a, b, inside in cuts if b > a)
+        else:
+            blocks.append((slice(start, stop), False))
+    return blocks
+
+
+def _attend_rows(p: Problem, rows: slice, key_block: int, bounded: bool) -> _Rows:
     """softmax(logits) V for one block of queries, streaming keys in blocks.
 
     Only the keys some query of the block may see under causal and the window
     are computed; a key block every query may see wholly skips the masking.
 
-    Each key block updates a running max and sum: earlier partial sums are
-    multiplied by exp(old max - new max), so no row of the n_q×n_k matrix is
-    ever held whole. The weights are never normalised: the caller divides the
-    output by the row sums, n_q·d_v divisions instead of n_q·n_k.
+    softmax(x) = exp(x − ref) / Σ exp(x − ref) for any ref. When every logit is
+    known to be small (``bounded``: |logit| ≤ ``_exp_safe``), ref = 0: each key
+    block just adds its exp(logits) · V and row sums, with no max taken.
+    Otherwise ref is the running max, as FlashAttention's: each key block
+    updates it, and earlier partial sums are multiplied by exp(old max − new
+    max). No row of the n_q × n_k matrix is ever held whole. The weights are
+    never normalised: the caller divides the output by the row sums, n_q·d_v
+    divisions instead of n_q·n_k.
     """
     state = _Rows()
-    causal, window = p.options.causal, p.options.window
-    queries = range(rows.start, rows.stop)
-    keys = visible_keys(queries, p.n_q, p.n_k, causal, window)
-    for start in range(keys.start, keys.stop, key_block):
-        cols = slice(start, min(start + key_block, keys.stop))
-        inside = all_visible(queries, range(cols.start, cols.stop), p.n_q, p.n_k, causal, window)
+    for cols, inside in _key_blocks(p, range(rows.start, rows.stop), key_block):
         logits, _ = combine(scores(p, rows, cols, p.factor), p, rows, cols, inside)  # [..., r, c]
-        peak = logits.max(axis=-1, keepdims=True)
+        _add(state, logits, p.v[..., cols, :], p, bounded, sure=inside and p.mask is None and p.bias is None)
+    return state
+
+
+def _add(state: _Rows, logits: np.ndarray, values: np.ndarray, p: Problem, bounded: bool, sure: bool) -> None:
+    """One key block's share of the online softmax: logits [..., r, c] (used
+    up), values [..., c, d_v]. ``sure``: no row of the block is all −inf."""
+    shrink: np.ndarray | None = None  # [..., r, 1] exp(old ref − new ref), for the sums so far
+    ref: np.ndarray | float = 0.0  # [..., r, 1] what each row's logits are taken from
+    if not bounded:
+        peak = logits.max(axis=-1, keepdims=True)  # [..., r, 1]
         if state.peak is not None:
             peak = np.maximum(peak, state.peak)
         elif p.sinks is not None:  # a sink is one more logit of every row: it joins the running max...
             peak = np.maximum(peak, p.sinks)
-        ref = np.where(np.isfinite(peak), peak, 0)  # all -inf so far: exp(-inf - 0) = 0
-        with np.errstate(over="ignore", invalid="ignore"):  # −1e308 − 1e308 = −inf: weight 0, as it should be
-            e = np.subtract(logits, ref, out=logits)
-            np.exp(e, out=e)
-            part = e @ p.v[..., cols, :]  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
-        part_total = e.sum(axis=-1, keepdims=True)
-        if state.acc is None or state.total is None or state.peak is None:
-            if p.sinks is not None:  # ...and the running sum, with no value
-                part_total = part_total + np.exp(p.sinks - ref)
-            state.acc, state.total = part, part_total
-        else:
+        ref = peak if sure else np.where(np.isfinite(peak), peak, 0)  # a row of -inf so far: exp(-inf - 0) = 0
+        if state.peak is not None:
             shrink = np.exp(state.peak - ref)  # old max -inf: 0, and acc is 0 anyway
-            state.acc = state.acc * shrink + part
-            state.total = state.total * shrink + part_total
         state.peak = peak
+    with np.errstate(over="ignore", invalid="ignore"):  # −1e308 − 1e308 = −inf: weight 0, as it should be
+        e = np.exp(logits if bounded else np.subtract(logits, ref, out=logits), out=logits)
+        part = e @ values  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
+    part_total = e.sum(axis=-1, keepdims=True)  # [..., r, 1]
+    if state.acc is None or state.total is None:
+        if p.sinks is not None:  # ...and the sum, with no value
+            part_total = part_total + np.exp(p.sinks - ref)
+        state.acc, state.total = part, part_total
+    else:
+        if shrink is not None:
+            state.acc *= shrink
+            state.total *= shrink
+        state.acc += part
+        state.total += part_total
+
+
+@dataclass(frozen=True)
+class _Stack:
+    """``count`` query blocks of ``size`` queries from ``start`` on, each of
+    which sees the same band of keys relative to itself (lo ≤ j − i ≤ hi,
+    ``positions.band``), wholly inside [0, n_k): they go through one product,
+    stacked on a new first axis, rather than one small product each."""
+
+    start: int
+    count: int
+    size: int
+
+
+def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bool) -> _Rows:
+    """softmax(logits) V for a stack of query blocks under a window: queries
+    [count, ..., size, d_k] against their keys [count, ..., c, d_k], views of
+    K and V that overlap, c = size + hi − lo.
+
+    ``combine`` is told the first block's rows and keys; the others lie
+    further along the band by whole blocks, and what it applies there (the
+    window and causal, ALiBi, the soft-cap, sinks) depends only on j − i, so
+    it is the same for each (no mask or bias here: those depend on i and j).
+    """
+    lo, hi = lo_hi
+    width = stack.size + hi - lo  # keys of one block: i0 + lo .. i0 + size − 1 + hi
+    q = _stacked(p.q, stack.start, stack, stack.size)  # [count, ..., size, d_k]
+    k, v = (_stacked(m, stack.start + lo, stack, width) for m in (p.k, p.v))  # [count, ..., c, d]
+    rows, cols = slice(stack.start, stack.start + stack.size), slice(stack.start + lo, stack.start + lo + width)
+    logits, _ = combine(product(q, k, p.options.similarity, p.factor), p, rows, cols)  # [count, ..., size, c]
+    state = _Rows()
+    _add(state, logits, v, p, bounded, sure=False)
     return state
 
 
-def _normalise(acc: np.ndarray, total: np.ndarray) -> np.ndarray:
-    """acc / total, and 0 where a query could attend to nothing."""
-    return np.divide(acc, total, out=np.zeros_like(acc), where=total > 0)
+def _stacked(m: np.ndarray, start: int, stack: _Stack, length: int) -> np.ndarray:
+    """[..., n, d] -> [count, ..., length, d]: rows start + b · size .. + length of m
+    for each block b of the stack, as a read-only view (overlapping when length > size)."""
+    m = m[..., start:, :]
+    return np.lib.stride_tricks.as_strided(m, shape=(stack.count, *m.shape[:-2], length, m.shape[-1]),
+                                           strides=(stack.size * m.strides[-2], *m.strides), writeable=False)
+
+
+def _inner_blocks(p: Problem, size: int, lo: int, hi: int) -> range:
+    """The starts of the whole query blocks (multiples of ``size``) whose keys,
+    i0 + lo .. i0 + size − 1 + hi, all lie in [0, n_k): those can be stacked
+    (none when the band is empty)."""
+    if hi < lo:
+        return range(0)
+    first = -(-max(0, -lo) // size) * size  # i0 + lo ≥ 0
+    last = min(p.n_k - size - hi, p.n_q - size)  # i0 + size − 1 + hi ≤ n_k − 1, and a whole block
+    return range(first, last + 1, size) if last >= first else range(0)
+
+
+def _stacks(inner: range, size: int, most: int) -> list[_Stack]:
+    """The inner blocks in stacks of about equal counts, at most ``most`` blocks each."""
+    n = len(inner)
+    if n == 0:
+        return []
+    count = -(-n // -(-n // max(1, most)))  # n split evenly into ⌈n / most⌉ stacks
+    return [_Stack(inner[b], min(count, n - b), size) for b in range(0, n, count)]
+
+
+def _logit_bound(p: Problem) -> float:
+    """An upper bound on every |logit| (and sink) when it is known, else inf.
+
+    Scores: |factor · q·k| ≤ |factor| · max ‖q_i‖ · max ‖k_j‖ (``prepare``'s
+    bound); a soft-cap bounds them by the cap. A bias or ALiBi may add
+    anything: inf. NaN (from NaN inputs) compares false, as inf does.
+    """
+    if p.bias is not None or p.alibi is not None:
+        return np.inf
+    bound = abs(p.factor) * p.score_bound
+    if p.options.softcap is not None:
+        bound = min(bound, abs(float(p.options.softcap)))
+    if p.sinks is not None:
+        bound = max(bound, float(np.abs(p.sinks).max()))
+    return bound
+
+
+def _normalise(acc: np.ndarray, total: np.ndarray, out: np.ndarray) -> None:
+    """out = acc / total, and 0 where a query could attend to nothing:
+    [..., r, d_v] times the [..., r, 1] reciprocals, written in place."""
+    inverse = np.divide(1.0, total, out=np.zeros_like(total), where=total > 0)  # [..., r, 1]
+    np.multiply(acc, inverse, out=out)
 
 
 def blocked(
@@ -109,24 +234,47 @@ def blocked(
     after each query block, from the calling thread.
     """
     p = prepare(q, k, v, options or AttentionOptions())
+    bounded = _logit_bound(p) <= _exp_safe(p.q.dtype)  # then no running max is needed
     key_block = max(1, key_block or KEY_BLOCK)
-    query_block = max(1, query_block or QUERY_BLOCK)
-    # The work: every batch × K/V head × block of queries, on one pool.
+    # Causal and the window: the keys j of query i are i + lo <= j <= i + hi (None: open).
+    lo, hi = band(p.n_q, p.n_k, p.options.causal, p.options.window)
+    span = None if lo is None or hi is None else max(1, hi - lo + 1)  # keys a query sees under a window
+    query_block = max(1, query_block or (QUERY_BLOCK if span is None else min(QUERY_BLOCK, max(32, span // 4))))
     # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
-    each = p.group * min(query_block, p.n_q) * min(key_block, p.n_k)  # logits of one head's block
+    keys = min(key_block, p.n_k, p.n_k if span is None else query_block + span)  # a query block's widest key block
+    each = p.group * min(query_block, p.n_q) * keys  # logits of one head's block
     together = max(1, BLOCK_NUMBERS // max(1, each))
-    blocks = [(where, part, slice(i, min(i + query_block, p.n_q)))
-              for where, part in p.heads(together) for i in range(0, p.n_q, query_block)]
+    # Under a window, whole query blocks whose keys all exist go several to a
+    # product (_Stack), taking all their keys at once: when those fit in a key
+    # block, and with no mask or bias (they depend on i and j, not j − i).
+    stacked: tuple[int, int] | None = None  # the band (lo, hi) of stacked blocks
+    if lo is not None and hi is not None and p.mask is None and p.bias is None and query_block + hi - lo <= key_block:
+        stacked = lo, hi
+    inner = range(0) if stacked is None else _inner_blocks(p, query_block, *stacked)  # their starts
+    blocks: list[tuple[tuple[slice, ...], Problem, slice | _Stack]] = []
+    for where, part in p.heads(together):
+        blocks += [(where, part, slice(i, min(i + query_block, p.n_q)))
+                   for i in range(0, p.n_q, query_block) if i not in inner]
+        per_block = math.prod(part.logits_shape[:-2]) * query_block * keys  # logits of one query block of the part
+        blocks += [(where, part, stack) for stack in _stacks(inner, query_block, BLOCK_NUMBERS // max(1, per_block))]
     output = np.empty(p.out_shape, dtype=p.q.dtype)  # [..., n_q, d_v] (grouped with GQA)
 
-    def attend(block: tuple[tuple[slice, ...], Problem, slice]) -> None:
+    def attend(block: tuple[tuple[slice, ...], Problem, slice | _Stack]) -> None:
         where, part, rows = block
-        state = _attend_rows(part, rows, key_block)
-        if state.acc is None or state.total is None:  # no keys to see: nothing to attend to
-            output[where + (..., rows, EVERYTHING)] = 0
+        if isinstance(rows, _Stack):
+            assert stacked is not None
+            state = _attend_stack(part, rows, stacked, bounded)
+            span_of_rows = slice(rows.start, rows.start + rows.count * rows.size)
+            out = output[where + (..., span_of_rows, EVERYTHING)]  # [..., count · size, d_v] a view
+            out = np.moveaxis(out.reshape(*out.shape[:-2], rows.count, rows.size, out.shape[-1]), -3, 0)
         else:
-            output[where + (..., rows, EVERYTHING)] = _normalise(state.acc, state.total)
+            state = _attend_rows(part, rows, key_block, bounded)
+            out = output[where + (..., rows, EVERYTHING)]  # [..., r, d_v] a view
+        if state.acc is None or state.total is None:  # no keys to see: nothing to attend to
+            out[...] = 0
+        else:
+            _normalise(state.acc, state.total, out)
+        check_output(out)  # here, on every core, rather than over the whole output after
 
     map_blocks(attend, blocks, workers, progress)
-    check_output(output)
     return p.ungroup(output)

@@ -14,11 +14,10 @@ from attncli.core.arrays import broadcasts_to, result_dtype, shape_text, unit_ro
 from attncli.core.options import AttentionOptions
 from attncli.core.positions import (
     alibi_slopes,
-    causal_allowed,
+    band_allowed,
     distance,
     query_positions,
     rotate,
-    window_allowed,
 )
 from attncli.errors import AttnError, ShapeError, UsageError
 from attncli.text import plural
@@ -45,7 +44,7 @@ class Problem:
     mask: np.ndarray | None  # [..., n_q or 1, n_k or 1] bool, at least 2-D
     bias: np.ndarray | None  # [..., n_q or 1, n_k or 1] in the inputs' dtype, at least 2-D
     logits_shape: tuple[int, ...]  # [..., n_q, n_k] (grouped with GQA)
-    cannot_overflow: bool  # a bound on |q·k| shows no block needs checking for inf/NaN
+    score_bound: float  # ≥ every |q·k| and partial sum of it (cosine: of unit rows); NaN when an input holds NaN
     alibi: np.ndarray | None = None  # [..., H or 1, 1, 1] each query head's ALiBi slope (float64)
     sinks: np.ndarray | None = None  # [..., H or 1, 1, 1] each query head's sink logit, in the inputs' dtype
     group: int = 1  # query heads per K/V head; 1: no grouping
@@ -62,6 +61,11 @@ class Problem:
     def factor(self) -> float:
         """scale / temperature: what multiplies q·k (a python float keeps float32 in float32)."""
         return self.scale / self.options.temperature
+
+    @property
+    def cannot_overflow(self) -> bool:
+        """The bound shows that no block of scores needs checking for inf/NaN."""
+        return bool(self.score_bound * max(1.0, self.factor) < float(np.finfo(self.q.dtype).max))
 
     @property
     def out_shape(self) -> tuple[int, ...]:  # [..., n_q, d_v]
@@ -131,8 +135,7 @@ def prepare(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptio
     mask = None if options.mask is None else grouped(np.atleast_2d(options.mask))
     bias = None if options.bias is None else grouped(np.atleast_2d(options.bias).astype(dtype))
     logits_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (n_q, n_k)
-    bound = _score_bound(q, k, options.similarity) * max(1.0, scale / options.temperature)
-    return Problem(q, k, v, options, scale, mask, bias, logits_shape, bool(bound < float(np.finfo(dtype).max)),
+    return Problem(q, k, v, options, scale, mask, bias, logits_shape, _score_bound(q, k, options.similarity),
                    alibi=None if slopes is None else grouped(slopes),
                    sinks=None if sinks is None else grouped(sinks), group=group)
 
@@ -231,14 +234,19 @@ def _grouped(m: np.ndarray, ndim: int, group: int) -> np.ndarray:
 
 
 def scores(p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING, factor: float = 1.0) -> np.ndarray:
-    """factor · q·k for a block of queries and keys: [..., r, c] (cosine: of unit-length rows).
+    """factor · q·k for a block of queries and keys: [..., r, c] (cosine: of unit-length rows)."""
+    return product(p.q[..., rows, :], p.k[..., cols, :], p.options.similarity, factor)
+
+
+def product(qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0) -> np.ndarray:
+    """factor · q·k of rows of Q and K: [..., r, d_k], [..., c, d_k] -> [..., r, c]
+    (cosine: of unit-length rows, made row by row: the same as on whole matrices).
 
     A factor other than 1 is folded into the (small) query block, so that the
     big block is written once by the matrix product.
     """
-    qb, kb = p.q[..., rows, :], p.k[..., cols, :]  # [..., r, d_k], [..., c, d_k]
-    if p.options.similarity == "cosine":
-        qb, kb = unit_rows(qb), unit_rows(kb)  # row by row: the same as on whole matrices
+    if similarity == "cosine":
+        qb, kb = unit_rows(qb), unit_rows(kb)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is check_scores' to report
         if factor != 1.0:
             qb = qb * factor
@@ -259,21 +267,19 @@ def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
     if not p.cannot_overflow:
         check_scores(logits)
     options = p.options
-    i, j = np.arange(p.n_q)[rows], np.arange(p.n_k)[cols]  # [r], [c] the block's queries and keys
+    i, j = range(p.n_q)[rows], range(p.n_k)[cols]  # the block's queries and keys
     if options.softcap is not None:
         cap = float(options.softcap)  # softcap · tanh(logits / softcap): smooth, within ±softcap
         np.multiply(np.tanh(np.divide(logits, cap, out=logits), out=logits), cap, out=logits)
     if p.bias is not None:
         logits += _cut(p.bias, rows, cols)
     if p.alibi is not None:  # −slope · |i + n_k − n_q − j|, one slope per query head
-        logits -= (p.alibi * distance(i, j, p.n_q, p.n_k)).astype(logits.dtype)
+        slopes = p.alibi.astype(logits.dtype)  # [..., H or 1, 1, 1]
+        logits -= slopes * distance(i, j, p.n_q, p.n_k, logits.dtype)  # [..., H, 1, 1] · [r, c]
     allowed = None if p.mask is None else _cut(p.mask, rows, cols)
-    if options.causal is not None and not inside:
-        causal = causal_allowed(i, j, p.n_q, p.n_k, options.causal)  # [r, c]
-        allowed = causal if allowed is None else causal & allowed
-    if options.window is not None and not inside:
-        window = window_allowed(i, j, p.n_q, p.n_k, options.window)  # [r, c]
-        allowed = window if allowed is None else window & allowed
+    if (options.causal is not None or options.window is not None) and not inside:
+        band = band_allowed(i, j, p.n_q, p.n_k, options.causal, options.window)  # [r, c]
+        allowed = band if allowed is None else band & allowed
     if allowed is not None:
         allowed = np.broadcast_to(allowed, logits.shape)
         np.copyto(logits, -np.inf, where=~allowed)
@@ -314,15 +320,21 @@ def check_output(output: np.ndarray) -> None:
 
 
 def _score_bound(q: np.ndarray, k: np.ndarray, similarity: str) -> float:
-    """An upper bound on every |q·k| and partial sum of it: d_k · max|q| · max|k|
-    (cosine: about 1). NaN when an input holds NaN, so the check then runs.
-    max and min rather than abs, so that a memory-mapped K is not copied."""
+    """An upper bound on every |q·k| and partial sum of it: max ‖q_i‖ · max ‖k_j‖
+    (Cauchy–Schwarz; cosine: about 1). inf when the squares overflow, NaN when
+    an input holds NaN, so the checks then run."""
     if similarity == "cosine":
         return 2.0
-    if q.size == 0 or k.size == 0:
+    return _largest_norm(q) * _largest_norm(k)
+
+
+def _largest_norm(m: np.ndarray) -> float:
+    """max over rows of ‖row‖: [..., n, d] -> a number (0 when empty), in m's dtype
+    (a memory-mapped m is read once, not copied)."""
+    if m.size == 0:
         return 0.0
-    largest = [max(float(m.max()), -float(m.min())) for m in (q, k)]
-    return q.shape[-1] * largest[0] * largest[1]
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.sqrt(np.einsum("...i,...i->...", m, m).max()))
 
 
 def _cut(m: np.ndarray, rows: slice, cols: slice) -> np.ndarray:

@@ -8,6 +8,7 @@ top-left causal, which lines query i up with key i.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -65,47 +66,79 @@ def alibi_slopes(n_heads: int) -> np.ndarray:
     return np.array(power_of_two(closest) + power_of_two(2 * closest)[0::2][: n_heads - closest])
 
 
-def distance(rows: np.ndarray, cols: np.ndarray, n_q: int, n_k: int) -> np.ndarray:
-    """[r], [c] -> [r, c] |i + n_k − n_q − j|: how far key j is from query i, bottom-right aligned."""
-    return np.abs(rows[:, None] + (n_k - n_q) - cols[None, :]).astype(np.float64)
+def distance(rows: range, cols: range, n_q: int, n_k: int, dtype: np.dtype) -> np.ndarray:
+    """[r, c] |i + n_k − n_q − j| in ``dtype``: how far key j is from query i,
+    bottom-right aligned (whole numbers, exact in float32 below 2^24).
+
+    It depends only on j − i, so the block is worked out once for each shape
+    and offset (the kernel's blocks repeat them) and is read-only."""
+    return _block(len(rows), len(cols), cols.start - rows.start - (n_k - n_q), np.dtype(dtype).str, "distance")
 
 
-def causal_allowed(rows: np.ndarray, cols: np.ndarray, n_q: int, n_k: int, align: str) -> np.ndarray:
-    """[r], [c] -> [r, c] bool: j ≤ i (top-left) or j ≤ i + n_k − n_q (bottom-right)."""
-    offset = n_k - n_q if align == "bottom-right" else 0
-    return cols[None, :] <= rows[:, None] + offset
+def band_allowed(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
+                 window: tuple[int, int] | None) -> np.ndarray:
+    """[r, c] bool, True where query i may see key j under causal and the window.
+
+    Both are one band lo ≤ j − i ≤ hi. Causal: j ≤ i (top-left) or
+    j ≤ i + n_k − n_q (bottom-right). FlashAttention's ``window_size=(left,
+    right)`` exactly: i + n_k − n_q − left ≤ j ≤ i + n_k − n_q + right,
+    inclusive; −1 leaves a side open. Like ``distance``, a block depends only
+    on j − i: read-only, worked out once for each shape and offset."""
+    lo, hi = band(n_q, n_k, causal, window)
+    shift = cols.start - rows.start  # j − i = (local j − local i) + shift
+    return _block(len(rows), len(cols), shift, "bool", "band",
+                  None if lo is None else lo - shift, None if hi is None else hi - shift)
 
 
-def window_allowed(rows: np.ndarray, cols: np.ndarray, n_q: int, n_k: int, window: tuple[int, int]) -> np.ndarray:
-    """[r], [c] -> [r, c] bool, FlashAttention's ``window_size=(left, right)`` exactly:
-    i + n_k − n_q − left ≤ j ≤ i + n_k − n_q + right, inclusive; −1 leaves a side open."""
-    left, right = window
-    centre = rows[:, None] + (n_k - n_q)  # [r, 1] the key in line with each query
-    allowed = np.ones((len(rows), len(cols)), dtype=bool)
-    if left != UNBOUNDED:
-        allowed &= cols[None, :] >= centre - left
-    if right != UNBOUNDED:
-        allowed &= cols[None, :] <= centre + right
+def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
+    """The band lo ≤ j − i ≤ hi that causal and the window allow (None: open)."""
+    lo, hi = None, None
+    if causal is not None:
+        hi = n_k - n_q if causal == "bottom-right" else 0
+    if window is not None and window[0] != UNBOUNDED:
+        lo = n_k - n_q - window[0]
+    if window is not None and window[1] != UNBOUNDED:
+        hi = n_k - n_q + window[1] if hi is None else min(hi, n_k - n_q + window[1])
+    return lo, hi
+
+
+def _block(r: int, c: int, shift: int, dtype: str, kind: str,
+           lo: int | None = None, hi: int | None = None) -> np.ndarray:
+    """``distance`` (|local j − local i + shift|) or ``band_allowed`` (lo ≤ local j − local i ≤ hi)
+    of an r × c block; kept when small (≤ 2^18 cells), as the kernel's blocks are."""
+    if r * c <= _KEPT_CELLS:
+        return _kept_block(r, c, shift if kind == "distance" else 0, dtype, kind, lo, hi)
+    return _new_block(r, c, shift, dtype, kind, lo, hi)
+
+
+_KEPT_CELLS = 1 << 18  # a kernel block, 256 × 1024: at most 32 of 2 MiB (float64) kept
+
+
+def _new_block(r: int, c: int, shift: int, dtype: str, kind: str, lo: int | None, hi: int | None) -> np.ndarray:
+    if kind == "distance":
+        i, j = np.arange(r, dtype=dtype), np.arange(c, dtype=dtype) + shift  # [r], [c] exact whole numbers
+        return np.abs(np.subtract.outer(i, j))  # [r, c] |i − j − shift|
+    allowed = np.ones((r, c), dtype=bool) if hi is None else np.tri(r, c, k=hi, dtype=bool)  # j − i ≤ hi
+    if lo is not None:
+        allowed &= ~np.tri(r, c, k=lo - 1, dtype=bool)  # not j − i ≤ lo − 1
     return allowed
+
+
+@functools.lru_cache(maxsize=32)
+def _kept_block(r: int, c: int, shift: int, dtype: str, kind: str, lo: int | None, hi: int | None) -> np.ndarray:
+    block = _new_block(r, c, shift, dtype, kind, lo, hi)
+    block.flags.writeable = False
+    return block
 
 
 def _bounds(rows: range, n_q: int, n_k: int, causal: str | None,
             window: tuple[int, int] | None) -> tuple[list[int], list[int]]:
     """For the first and last query of ``rows``, the lowest and highest key
     each may see (causal and window only; the ends of [0, n_k) otherwise)."""
-    lows, highs = [], []
-    for i in (rows.start, rows.stop - 1):
-        centre = i + n_k - n_q  # the key in line with query i (bottom-right)
-        low, high = 0, n_k - 1
-        if causal is not None:
-            high = min(high, i + (n_k - n_q if causal == "bottom-right" else 0))
-        if window is not None and window[0] != UNBOUNDED:
-            low = max(low, centre - window[0])
-        if window is not None and window[1] != UNBOUNDED:
-            high = min(high, centre + window[1])
-        lows.append(low)
-        highs.append(high)
-    return lows, highs
+    lo, hi = band(n_q, n_k, causal, window)
+    ends = (rows.start, rows.stop - 1)
+    return ([0 if lo is None else max(0, i + lo) for i in ends],
+            [n_k - 1 if hi is None else min(n_k - 1, i + hi) for i in ends])
 
 
 def visible_keys(rows: range, n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> range:
@@ -116,10 +149,9 @@ def visible_keys(rows: range, n_q: int, n_k: int, causal: str | None, window: tu
     return range(low, max(low, high + 1))
 
 
-def all_visible(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
-                window: tuple[int, int] | None) -> bool:
-    """Whether every query of ``rows`` may see every key of ``cols`` under causal
-    and the window: the last query's lowest key and the first query's highest
-    bound the block. Such a block needs no masking."""
+def seen_by_all(rows: range, n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> range:
+    """The keys that every query of ``rows`` may see under causal and the window:
+    the last query's lowest key to the first query's highest (empty when none).
+    A block of keys within needs no masking."""
     (_, low), (high, _) = _bounds(rows, n_q, n_k, causal, window)
-    return low <= cols.start and cols.stop - 1 <= high
+    return range(low, max(low, high + 1))
