@@ -184,18 +184,25 @@ def shapes(rounds: int, flex: bool) -> None:
                 start = time.perf_counter()
                 outputs[name] = fn()
                 best[name] = min(best[name], time.perf_counter() - start)
-        diff = max(float(np.abs(out - outputs["attn"]).max()) for out in outputs.values())
+        others = [float(np.abs(out - outputs["attn"]).max()) for name, out in outputs.items() if name != "attn"]
+        diff = f"{max(others):.1e}" if others else "–"  # nothing to compare with: no torch, or no flex
         heads = math.prod(shape[:-2])
         useful = 4 * heads * int(allowed.sum()) * d
         ours, theirs, flexes = best["attn"], best.get("torch", math.nan), best.get("flex", math.nan)
-        print(f"{label:<20} {str(list(shape)):<20} {_ms(ours):>8} {_ms(theirs):>9} {theirs / ours:9.2f}× "
-              f"{_ms(flexes):>8} {flexes / ours:8.2f}× {useful / ours / rate:5.0%}  {diff:.1e}")
+        print(f"{label:<20} {str(list(shape)):<20} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "
+              f"{_ms(flexes):>8} {_ratio(flexes / ours):>9} {useful / ours / rate:5.0%}  {diff}")
         del outputs
 
 
 def _ms(seconds: float) -> str:
-    """Milliseconds, with a decimal below 10 ms (the window rows)."""
+    """Milliseconds, with a decimal below 10 ms (the window rows); – when not run."""
+    if math.isnan(seconds):
+        return "–"
     return f"{seconds * 1000:.1f}" if seconds < 0.01 else f"{seconds * 1000:.0f}"
+
+
+def _ratio(x: float) -> str:
+    return "–" if math.isnan(x) else f"{x:.2f}×"
 
 
 def _flex_unavailable() -> str:
