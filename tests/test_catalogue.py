@@ -100,6 +100,13 @@ CATALOGUE = [
      "{d}/q.csv:1: 'apple' is not a number (a label column needs numbers beside it)"),
     ("decimal comma among points", {"q.csv": "1.5;2;3\n2,5;3;4\n"}, ["run", "{d}/q.csv", *KV], 1,
      "{d}/q.csv:2: column 1: '2,5' is not a number (the decimal mark of this file is '.')"),
+    ("thousands separator", {"q.csv": 'a,b,c\n2,"1,234.5",3\n'}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 2: '1,234.5' is not a number (thousands separators are not read: write it as 1234.5)"),
+    ("a column of thousands", {"q.csv": 'a,b,c\n"1,234.5",2,3\n"2,000",4,5\n'}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 1: '1,234.5' is not a number (thousands separators are not read: write it as 1234.5)"),
+    ("thousands or decimal comma", {"q.csv": 'a,b,c\n2,"1,234",3\n'}, ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 2: '1,234' is not a number (thousands separators are not read ('1,234' would be 1234), "
+     "and ',' is not this file's decimal mark (1.234 if it were))"),
     ("decimal point with --decimal ,", {"q.csv": "1;2.5;3\n"}, ["run", "{d}/q.csv", *KV, "--decimal", ","], 1,
      "{d}/q.csv:1: column 2: '2.5' is not a number (the decimal mark of this file is ',')"),
     ("text where a number goes", {"q.csv": "1,2,3\n4,5,x\n"}, ["run", "{d}/q.csv", *KV, "--no-header"], 1,

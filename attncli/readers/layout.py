@@ -26,7 +26,9 @@ The rules (the README's "Input files" says the same):
   read as names when the rows below are written otherwise (``1.0``,
   ``0.25``, ``True``), else as data; either way a Choice says so.
 - The first column holds row labels when none of its cells below the header
-  is a number, or when the header's first cell is empty.
+  is a number, or when the header's first cell is empty. Numbers with
+  thousands separators (``1,234.5``, ``1 234``) are not read, nor taken for
+  labels: they are refused, with the number to write instead.
 """
 
 from __future__ import annotations
@@ -145,6 +147,10 @@ def pandas_header(header: bool, source: str, line: int) -> Choice:
                   "the rows below are whole numbers too", source, line, "header", True, "reads it as column names")
 
 
+# 1,234 or 1,234,567.5 (1.234,5 with decimal commas; 1 234 or 1'234): digits grouped by threes.
+THOUSANDS = re.compile(r"[-+−]?\d{1,3}(?P<sep>[,.  '’])\d{3}(?:(?P=sep)\d{3})*(?:[.,]\d*)?")
+
+
 def find_layout(rows: Sequence[Row], number: Callable[[str], float | None], settings: TextSettings,
                 source: str) -> Layout:
     """Header row and label column of rows that are not blank (see the module's rules)."""
@@ -152,7 +158,8 @@ def find_layout(rows: Sequence[Row], number: Callable[[str], float | None], sett
     below = rows[1:]
     pandas_corner = len(first) > 1 and first[0] == "" and all(first[1:])
 
-    text_below = bool(below) and all(number(cells[0]) is None for _, cells in below)  # a column of labels below?
+    text_below = bool(below) and all(number(cells[0]) is None and not THOUSANDS.fullmatch(cells[0].strip())
+                                     for _, cells in below)  # a column of labels below? (1,234 is a number, unread)
     labels_below = settings.labels if settings.labels is not None else (pandas_corner or text_below)
     values = first[1:] if labels_below else first  # the first row's cells right of any label column
     choices = []

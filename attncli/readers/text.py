@@ -17,6 +17,7 @@ from attncli.errors import AttnError
 from attncli.readers.base import NUMBERS, Bundle, Input, Matrix, Request, decode_text, first_bad, not_finite
 from attncli.readers.layout import (
     SEP_LINE,
+    THOUSANDS,
     WHITESPACE,
     Numbers,
     Row,
@@ -274,6 +275,15 @@ def _cells_to_array(body: list[list[str]], rows: list[Row], labelled: bool, sour
 
 def _number_hint(cell: str, number: Numbers, request: Request) -> str | None:
     """Why a cell that looks like a number is not one here."""
+    grouped = THOUSANDS.fullmatch(cell.strip())
+    if grouped:
+        separator = grouped.group("sep")
+        plain = cell.strip().replace(separator, "")
+        other = "," if number.decimal == "." else "."
+        if separator == other and Numbers(other)(cell) is not None:  # 1,234: a thousand, or 1.234 with a decimal comma?
+            return (f"thousands separators are not read ({cell.strip()!r} would be {plain}), and {other!r} is not "
+                    f"this file's decimal mark ({Numbers(other)(cell):g} if it were)")
+        return f"thousands separators are not read: write it as {plain}"
     if (number.decimal == "." and "," in cell and Numbers(",")(cell) is not None
             or number.decimal == "," and "." in cell and Numbers()(cell) is not None):
         return f"the decimal mark of this file is {number.decimal!r}"
