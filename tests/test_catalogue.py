@@ -12,6 +12,7 @@ are in tests/test_hostile.py, with their exact messages too.
 
 import gzip
 import io
+import pickle
 
 import numpy as np
 import pytest
@@ -33,6 +34,17 @@ def safetensors(**arrays) -> bytes:
     from safetensors.numpy import save
 
     return save(arrays)
+
+
+def zipped(*names: str) -> bytes:
+    """A zip archive holding empty members of these names (an .xlsx, a torch.save archive)."""
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            archive.writestr(name, b"")
+    return buffer.getvalue()
 
 
 def bfloat16_npy() -> bytes:
@@ -183,6 +195,32 @@ CATALOGUE = [
     ("PyTorch file", {"q.pt": b"PK\x03\x04"}, ["run", "{d}/q.pt", *KV], 1,
      "{d}/q.pt: is a PyTorch file (torch.save), which attn does not read: it would have to unpickle it "
      "(save the tensor with np.save(f, t.numpy()) or in a safetensors file)"),
+    ("PyTorch archive without its extension", {"q.bin": zipped("archive/data.pkl", "archive/data/0")},
+     ["run", "{d}/q.bin", *KV], 1,
+     "{d}/q.bin: is a PyTorch file (torch.save), which attn does not read: it would have to unpickle it "
+     "(save the tensor with np.save(f, t.numpy()) or in a safetensors file)"),
+    ("Excel workbook", {"q.xlsx": zipped("[Content_Types].xml", "xl/workbook.xml")}, ["run", "{d}/q.xlsx", *KV], 1,
+     "{d}/q.xlsx: is an Excel workbook, which attn does not read (save the sheet as CSV (Excel: File > Save As > "
+     "CSV UTF-8), or with pandas: read_excel(f).to_csv(...))"),
+    ("Excel workbook by its content", {"q": zipped("[Content_Types].xml", "xl/workbook.xml")}, ["run", "{d}/q", *KV],
+     1, "{d}/q: is an Excel workbook, which attn does not read (save the sheet as CSV (Excel: File > Save As > "
+     "CSV UTF-8), or with pandas: read_excel(f).to_csv(...))"),
+    ("Excel 97 workbook", {"q.dat": b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1" + bytes(64)}, ["run", "{d}/q.dat", *KV], 1,
+     "{d}/q.dat: is an Excel workbook, which attn does not read (save the sheet as CSV (Excel: File > Save As > "
+     "CSV UTF-8), or with pandas: read_excel(f).to_csv(...))"),
+    ("Parquet file", {"q.parquet": b"PAR1" + bytes(16)}, ["run", "{d}/q.parquet", *KV], 1,
+     "{d}/q.parquet: is a Parquet file, which attn does not read (save it with pandas: read_parquet(f).to_csv(...), "
+     "or np.save)"),
+    ("HDF5 file", {"q.txt": b"\x89HDF\r\n\x1a\n" + bytes(16)}, ["run", "{d}/q.txt", *KV], 1,
+     "{d}/q.txt: is an HDF5 file, which attn does not read (save the dataset with "
+     "np.save(f, h5py.File(path)[name][()]))"),
+    ("MATLAB file", {"q.mat": b"MATLAB 5.0 MAT-file, Platform: x" + bytes(16)}, ["run", "{d}/q.mat", *KV], 1,
+     "{d}/q.mat: is a MATLAB file, which attn does not read (save the variable with np.save(f, "
+     "scipy.io.loadmat(path)[name]))"),
+    ("pickle on stdin", {}, ["run", "-", *KV], 1,
+     "<stdin>: is a Python pickle, which attn never unpickles (save the array with np.save, "
+     "or a DataFrame with to_csv)",
+     pickle.dumps([[1.0, 2.0]])),
     ("damaged safetensors", {"b.safetensors": safetensors(q=np.ones((2, 2)))[:-3]}, ["run", "{d}/b.safetensors"], 1,
      "{d}/b.safetensors: is not a readable safetensors file (…"),
     ("integer safetensors", {"b.safetensors": safetensors(q=np.ones((2, 2), np.int32), k=np.ones((2, 2)),

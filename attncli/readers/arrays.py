@@ -198,5 +198,6 @@ def matrix_from_array(array: Any, source: str, where: str, request: Request = NU
 
 def pytorch_file(source: str) -> AttnError:
     """A PyTorch pickle (torch.save): attn never unpickles, so say how to save it instead."""
-    return AttnError("is a PyTorch file (torch.save), which attn does not read: it would have to unpickle it",
-                     source=source, hint="save the tensor with np.save(f, t.numpy()) or in a safetensors file")
+    from attncli.readers.foreign import PYTORCH, refusal
+
+    return refusal(PYTORCH, source)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from attncli.readers import arrays, tensors, text, trees
 from attncli.readers.base import BY_FILE, Bundle, Input, Matrix, NotABundle, Request, TextSettings
 from attncli.readers.encodings import head_text
+from attncli.readers.foreign import refuse_foreign
 from attncli.readers.layout import is_comment, sep_line
 
 Reader = Callable[[Input, Request], Bundle]
@@ -98,14 +99,16 @@ def read_bundle(source: Input | bytes | str | os.PathLike[str], name: str | None
 
 
 EXTENSIONS = {ext: f for f in FORMATS.values() for ext in f.extensions}
-PYTORCH_EXTENSIONS = (".pt", ".pth")  # torch.save pickles: refused with a hint, never unpickled
 
 
 def detect(source: Input) -> Format:
-    """The format of an input: from its extension, else from its bytes."""
-    if source.suffix in PYTORCH_EXTENSIONS:
-        raise arrays.pytorch_file(source.name)
-    return EXTENSIONS.get(source.suffix) or FORMATS[sniff(source.data())]
+    """The format of an input: from its extension, else from its bytes. A file
+    attn does not read (a workbook, a pickle, …: ``foreign.FOREIGN``) is refused
+    with how to save it, rather than read as text."""
+    if source.suffix in EXTENSIONS:
+        return EXTENSIONS[source.suffix]
+    refuse_foreign(source.suffix, source.data, source.name)
+    return FORMATS[sniff(source.data())]
 
 
 def detect_format(name: str, data: bytes) -> str:
