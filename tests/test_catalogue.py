@@ -329,6 +329,10 @@ CATALOGUE = [
      "(reset_index() the other levels first)"),
     ("split index not a list", {"q.json": '{"columns": ["x", "y", "z"], "index": 0, "data": [[1, 2, 3]]}'},
      ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='split': the index must be a list of row labels"),
+    ("split index null", {"q.json": '{"columns": ["x", "y", "z"], "index": ["a", null], '
+                                    '"data": [[1, 2, 3], [4, 5, 6]]}'},
+     ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='split': row 2 has no label (its index is null) "
+     "(give every row a label, or write it with index=False)"),
     ("table field without a name", {"q.json": '{"schema": {"fields": [{"type": "number"}]}, "data": [{"x": 1}]}'},
      ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='table': every schema field needs a name"),
     ("table MultiIndex", {"q.json": '{"schema": {"fields": [{"name": "a"}, {"name": "b"}, {"name": "x"}], '

@@ -106,6 +106,10 @@ def test_pandas_orients_in_a_bundle(attn, tmp_path):
 def test_pandas_orients_in_yaml():
     m = read_matrix(b"columns: [x, y]\nindex: [a, b]\ndata:\n- [1, 2]\n- [3, 4]\n", "a.yaml")
     assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], ["x", "y"], [[1, 2], [3, 4]])
+    table = (b"schema:\n  fields: [{name: key}, {name: x}]\n  primaryKey: [key]\n"
+             b"data: [{key: a, x: 1}, {key: b, x: 2}]\n")
+    m = read_matrix(table, "a.yaml")
+    assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], ["x"], [[1], [2]])
     m = read_matrix(b"name: ~\nindex: [a, b]\ndata: [1, 2]\n", "a.yaml")  # a Series without a name
     assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], None, [[1], [2]])
 

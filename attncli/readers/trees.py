@@ -458,19 +458,19 @@ def _table(tree: dict, fail: Callable[..., AttnError]) -> tuple[list[str] | None
     what = "pandas' orient='table'"
     schema = tree["schema"]
     fields = [f.get("name") if isinstance(f, dict) else None for f in schema["fields"]]
-    if None in fields:
+    if any(f is None or isinstance(f, Scalar) and f.value() is None for f in fields):
         raise fail(f"{what}: every schema field needs a name", schema)
     key = schema.get("primaryKey") or []
     key = key if isinstance(key, list) else [key]
     if len(key) > 1:
         raise fail(f"{what}: the index has {len(key)} levels; attn reads one level of row labels", schema,
                    hint="reset_index() the other levels first")
-    names = [n.text if isinstance(n, Scalar) else str(n) for n in fields]
+    names = _names(fields, fail) or []
     records = tree["data"]
     if not records or not all(isinstance(r, dict) for r in records):
         raise fail(f"{what}: data must be a list of records", records)
     _, rows = _records(records, fail, expected=names)
-    index = [j for j, n in enumerate(names) if key and n == str(key[0])]
+    index = [j for j, n in enumerate(names) if n in (_names(key, fail) or [])]
     keep = [j for j in range(len(names)) if j not in index]
     labels = _labels([row[index[0]] for row in rows], len(rows), what, fail) if index else None
     kept_rows = []
@@ -490,6 +490,10 @@ def _labels(index: Any, count: int, what: str, fail: Callable[..., AttnError]) -
                    hint="reset_index() the other levels first")
     if len(index) != count:
         raise fail(f"{what}: the index has {plural(len(index), 'label')} for {plural(count, 'row')}", index)
+    missing = [i for i, n in enumerate(index) if n is None or isinstance(n, Scalar) and n.value() is None]
+    if missing:
+        raise fail(f"{what}: row {missing[0] + 1} has no label (its index is null)", index,
+                   hint="give every row a label, or write it with index=False")
     return [n.text if isinstance(n, Scalar) else str(n) for n in index]
 
 
