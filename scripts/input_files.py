@@ -73,6 +73,8 @@ def main() -> None:
     np.save(OUT / "float_additive.npy", additive)  # 0 / -inf: PyTorch's additive causal-like mask
     allowed = additive == 0
     pd.DataFrame(allowed).to_csv(OUT / "mask_pandas.csv", index=False)  # True/False cells, header 0,1,…
+    pd.DataFrame(allowed).to_json(OUT / "mask_split.json", orient="split")  # true/false cells
+    pd.DataFrame(allowed).to_json(OUT / "mask_table.json", orient="table")
 
     q, k, v = (torch.tensor(a[n]) for n in "qkv")
     sdpa = torch.nn.functional.scaled_dot_product_attention

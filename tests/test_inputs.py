@@ -281,6 +281,10 @@ def test_an_additive_float_mask_as_a_bias_and_true_false_cells_as_a_mask(attn):
     np.testing.assert_allclose(masked["output"], EXPECTED["mask_allowed"], rtol=1e-13)
     assert masked["weights"] == biased["weights"]
     assert notes == [pandas_note(f"{INPUTS / 'mask_pandas.csv'}:1")]
+    for saved in ("mask_split.json", "mask_table.json"):  # df.to_json(orient=…): true/false cells
+        masked, notes = attn.json_and_notes("run", *files("{name}.npy"), "--mask", INPUTS / saved)
+        np.testing.assert_allclose(masked["output"], EXPECTED["mask_allowed"], rtol=1e-13)
+        assert notes == []
 
 
 def test_a_bias_of_zeros_and_ones_is_added_not_a_mask(attn, tmp_path):
