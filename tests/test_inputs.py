@@ -103,6 +103,15 @@ def test_pandas_orients_in_a_bundle(attn, tmp_path):
     assert attn.fails("run", tmp_path / "b.json") == f"{tmp_path}/b.json: k: {MAPPINGS_OF_MAPPINGS}"
 
 
+@pytest.mark.parametrize("orient", ["split", "table"])
+def test_an_empty_frame_is_empty(orient):
+    data = {"split": b'{"columns":["x"],"index":[],"data":[]}',
+            "table": b'{"schema":{"fields":[{"name":"index"},{"name":"x"}],"primaryKey":["index"]},"data":[]}'}
+    with pytest.raises(AttnError) as e:
+        read_matrix(data[orient], "a.json")
+    assert str(e.value) == "a.json: is empty (expected rows of numbers)"
+
+
 def test_pandas_orients_in_yaml():
     m = read_matrix(b"columns: [x, y]\nindex: [a, b]\ndata:\n- [1, 2]\n- [3, 4]\n", "a.yaml")
     assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], ["x", "y"], [[1, 2], [3, 4]])

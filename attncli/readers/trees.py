@@ -467,7 +467,7 @@ def _table(tree: dict, fail: Callable[..., AttnError]) -> tuple[list[str] | None
                    hint="reset_index() the other levels first")
     names = _names(fields, fail) or []
     records = tree["data"]
-    if not records or not all(isinstance(r, dict) for r in records):
+    if not all(isinstance(r, dict) for r in records):
         raise fail(f"{what}: data must be a list of records", records)
     _, rows = _records(records, fail, expected=names)
     index = [j for j, n in enumerate(names) if n in (_names(key, fail) or [])]
