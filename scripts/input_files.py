@@ -5,7 +5,8 @@ and the output PyTorch computes from the arrays themselves.
     python scripts/input_files.py        # needs jq on the PATH for the JSON Lines files
 
 tests/test_inputs.py reads every file with attn and checks it gives torch's
-numbers (or, for the masks, the refusal that says what to do). The files are
+numbers (or, for the masks and pandas' mappings of mappings, to_json()'s
+default "columns" and "index" orients, the refusal that says what to do). The files are
 committed, so the tests need neither pandas nor torch nor jq.
 """
 
@@ -18,6 +19,9 @@ from pathlib import Path
 import numpy as np
 
 OUT = Path(__file__).resolve().parent.parent / "tests" / "inputs"
+
+
+ORIENTS = ("split", "table", "records", "values", "columns", "index")
 
 
 def arrays() -> dict[str, np.ndarray]:
@@ -53,6 +57,14 @@ def main() -> None:
             subprocess.run(["jq", "-c", ".[]", str(OUT / f"{name}.json")], stdout=f, check=True)
         (OUT / f"{name}.json").unlink()
         frame.to_json(OUT / f"{name}_records.jsonl", orient="records", lines=True)
+        for orient in ORIENTS:  # DataFrame.to_json in each orient; "columns" is pandas' default
+            frame.to_json(OUT / f"{name}_{orient}.json", orient=orient)
+        frame.to_json(OUT / f"{name}_split_noindex.json", orient="split", index=False)
+        frame.to_json(OUT / f"{name}_table_noindex.json", orient="table", index=False)
+    series = pd.Series(a["v"][:, 0], name="value")  # V as one value per key
+    series.to_json(OUT / "v_series.json")  # {"0": …, "1": …}: Series' default orient, "index"
+    series.to_json(OUT / "v_series_split.json", orient="split")
+    series.to_json(OUT / "v_series_table.json", orient="table")
 
     n_q, n_k = a["q"].shape[0], a["k"].shape[0]
     zeros = np.zeros((n_q, n_k), dtype=np.float32)  # a float mask of zeros: PyTorch adds it (changes nothing)
@@ -61,6 +73,8 @@ def main() -> None:
     np.save(OUT / "float_additive.npy", additive)  # 0 / -inf: PyTorch's additive causal-like mask
     allowed = additive == 0
     pd.DataFrame(allowed).to_csv(OUT / "mask_pandas.csv", index=False)  # True/False cells, header 0,1,…
+    pd.DataFrame(allowed).to_json(OUT / "mask_split.json", orient="split")  # true/false cells
+    pd.DataFrame(allowed).to_json(OUT / "mask_table.json", orient="table")
 
     q, k, v = (torch.tensor(a[n]) for n in "qkv")
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -69,6 +83,7 @@ def main() -> None:
         "bias_zeros": sdpa(q, k, v, attn_mask=torch.tensor(zeros, dtype=torch.float64)).tolist(),
         "bias_additive": sdpa(q, k, v, attn_mask=torch.tensor(additive, dtype=torch.float64)).tolist(),
         "mask_allowed": sdpa(q, k, v, attn_mask=torch.tensor(allowed)).tolist(),
+        "v_column": sdpa(q, k, v[:, :1]).tolist(),  # V's first column, as a Series
         "torch": torch.__version__,
     }
     (OUT / "expected.json").write_text(json.dumps(expected, indent=1) + "\n")

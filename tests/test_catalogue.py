@@ -343,6 +343,49 @@ CATALOGUE = [
     ("JSON syntax", {"q.json": "[[1, 2],\n [3 4]]"}, ["run", "{d}/q.json", *KV], 1,
      "{d}/q.json:2: invalid JSON: Expecting ',' delimiter (column 5)"),
     ("JSON NaN", {"q.json": "[[1, NaN, 3]]"}, ["run", "{d}/q.json", *KV], 1, "{d}/q.json: NaN is not a finite number"),
+    ("pandas' default to_json()", {"q.json": '{"x": {"0": 1.0, "1": 2.0}, "y": {"0": 3.0, "1": 4.0}}'},
+     ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: is a mapping of mappings, as pandas' to_json() writes by default: it could be columns of rows "
+     "or rows of columns (write it with to_json(orient='split') or orient='records')"),
+    ("pandas' to_json() in a bundle", {"b.yaml": "q: {x: {a: 1}, y: {a: 2}}\nk: [[1, 2]]\nv: [[1]]\n"},
+     ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:1: q: is a mapping of mappings, as pandas' to_json() writes by default: it could be columns of "
+     "rows or rows of columns (write it with to_json(orient='split') or orient='records')"),
+    ("one row a mapping", {"q.json": '{"a": [1, 2, 3], "b": {"x": 1}}'}, ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: row 'b' is a mapping, other rows are not (write every row as a list of numbers)"),
+    ("split data not rows", {"q.json": '{"columns": ["x"], "data": [1, 2]}'}, ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: pandas' orient='split': data must be a list of rows"),
+    ("split columns not a list", {"q.json": '{"columns": "x", "data": [[1]]}'}, ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: pandas' orient='split': columns must be a list of names"),
+    ("split columns too few", {"q.json": '{"columns": ["x", "y"], "index": [0], "data": [[1, 2, 3]]}'},
+     ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='split': 2 column names for rows of 3 values"),
+    ("split index too long", {"q.json": '{"columns": ["x", "y", "z"], "index": [0, 1], "data": [[1, 2, 3]]}'},
+     ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='split': the index has 2 labels for 1 row"),
+    ("split MultiIndex", {"q.json": '{"columns": ["x", "y", "z"], "index": [["a", "b"]], "data": [[1, 2, 3]]}'},
+     ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: pandas' orient='split': the index has several levels; attn reads one level of row labels "
+     "(reset_index() the other levels first)"),
+    ("split index not a list", {"q.json": '{"columns": ["x", "y", "z"], "index": 0, "data": [[1, 2, 3]]}'},
+     ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='split': the index must be a list of row labels"),
+    ("split index null", {"q.json": '{"columns": ["x", "y", "z"], "index": ["a", null], '
+                                    '"data": [[1, 2, 3], [4, 5, 6]]}'},
+     ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='split': row 2 has no label (its index is null) "
+     "(give every row a label, or write it with index=False)"),
+    ("table field without a name", {"q.json": '{"schema": {"fields": [{"type": "number"}]}, "data": [{"x": 1}]}'},
+     ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='table': every schema field needs a name"),
+    ("table MultiIndex", {"q.json": '{"schema": {"fields": [{"name": "a"}, {"name": "b"}, {"name": "x"}], '
+                                    '"primaryKey": ["a", "b"]}, "data": [{"a": 1, "b": 2, "x": 1}]}'},
+     ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: pandas' orient='table': the index has 2 levels; attn reads one level of row labels "
+     "(reset_index() the other levels first)"),
+    ("table data not records", {"q.json": '{"schema": {"fields": [{"name": "x"}]}, "data": [[1]]}'},
+     ["run", "{d}/q.json", *KV], 1, "{d}/q.json: pandas' orient='table': data must be a list of records"),
+    ("table record in another order", {"q.json": '{"schema": {"fields": [{"name": "index"}, {"name": "x"}, '
+                                                 '{"name": "y"}, {"name": "z"}], "primaryKey": ["index"]}, '
+                                                 '"data": [{"index": 0, "x": 1, "z": 2, "y": 3}]}'},
+     ["run", "{d}/q.json", *KV], 1,
+     "{d}/q.json: row 1 has the columns index, x, z, y, expected index, x, y, z as the schema's fields name them "
+     "(every record needs the same names, in the same order)"),
     ("bundle without v", {"b.yaml": "q: [[1]]\nk: [[1]]\n"}, ["run", "{d}/b.yaml"], 1,
      "{d}/b.yaml: the bundle has no v "
      "(a bundle holds q, k and v, and optionally mask, bias, sinks, alibi_slopes)"),

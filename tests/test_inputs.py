@@ -40,6 +40,12 @@ SAVED = {
     "{name}_formula.csv": None,  # minus signs U+2212, copied from a rendered formula
     "{name}.jsonl": None,  # jq -c '.[]' q.json > q.jsonl
     "{name}_records.jsonl": None,  # df.to_json(f, orient="records", lines=True)
+    "{name}_split.json": None,  # df.to_json(f, orient="split"): columns, index, data
+    "{name}_split_noindex.json": None,  # df.to_json(f, orient="split", index=False)
+    "{name}_table.json": None,  # df.to_json(f, orient="table"): a schema and records with the index
+    "{name}_table_noindex.json": None,  # df.to_json(f, orient="table", index=False)
+    "{name}_records.json": None,  # df.to_json(f, orient="records")
+    "{name}_values.json": None,  # df.to_json(f, orient="values")
     "{name}.npy": None,
 }
 
@@ -53,6 +59,68 @@ def test_every_way_of_saving_gives_torchs_numbers(attn, style):
         assert notes == [pandas_note(", ".join(f"{f}:1" for f in files(style)))]
     else:
         assert notes == []
+
+
+# pandas' default to_json() (orient="columns") and orient="index" are both a mapping of mappings:
+# which is rows and which is columns, the file cannot say, so they are refused, never guessed.
+MAPPINGS_OF_MAPPINGS = ("is a mapping of mappings, as pandas' to_json() writes by default: it could be columns "
+                        "of rows or rows of columns (write it with to_json(orient='split') or orient='records')")
+
+
+@pytest.mark.parametrize("orient", ["columns", "index"])
+def test_pandas_mappings_of_mappings_are_refused_in_one_line(attn, orient):
+    q, k, v = files("{name}_" + orient + ".json")
+    assert attn.fails("run", q, k, v) == f"{q}: {MAPPINGS_OF_MAPPINGS}"
+    assert attn.fails("run", INPUTS / "q.npy", INPUTS / "k.npy", v) == f"{v}: {MAPPINGS_OF_MAPPINGS}"
+
+
+@pytest.mark.parametrize("orient", ["split", "table"])
+def test_pandas_index_in_json_becomes_the_labels(attn, orient):
+    out = attn.json("run", *files("{name}_" + orient + ".json"))  # as the index column of a CSV file
+    assert out["queries"] == ["0", "1", "2"] and out["keys"] == ["0", "1", "2", "3", "4"]
+    assert out["columns"] == ["0", "1"]
+    out = attn.json("run", *files("{name}_" + orient + "_noindex.json"))  # index=False: no labels
+    assert out["queries"] == ["q0", "q1", "q2"] and out["columns"] == ["0", "1"]
+
+
+@pytest.mark.parametrize("style", ["v_series.json", "v_series_split.json", "v_series_table.json"])
+def test_a_series_is_one_column(attn, style):
+    """Series.to_json() (a mapping of label: number), and in orient split and table: V as one value per key."""
+    out, notes = attn.json_and_notes("run", INPUTS / "q.npy", INPUTS / "k.npy", INPUTS / style)
+    np.testing.assert_allclose(out["output"], EXPECTED["v_column"], rtol=1e-13, atol=1e-15)
+    assert out["shapes"]["v"] == [5, 1] and out["keys"] == ["0", "1", "2", "3", "4"] and notes == []
+    assert out["columns"] == ["d0" if style == "v_series.json" else "value"]
+
+
+def test_pandas_orients_in_a_bundle(attn, tmp_path):
+    """Each bundle entry may be written in its own orient; a mapping of mappings there is refused too."""
+    orients = {"q": "split", "k": "table", "v": "values"}
+    entries = {n: json.loads((INPUTS / f"{n}_{o}.json").read_text()) for n, o in orients.items()}
+    (tmp_path / "b.json").write_text(json.dumps(entries))
+    np.testing.assert_allclose(attn.json("run", tmp_path / "b.json")["output"], EXPECTED["plain"], rtol=1e-13)
+    entries["k"] = json.loads((INPUTS / "k_columns.json").read_text())
+    (tmp_path / "b.json").write_text(json.dumps(entries))
+    assert attn.fails("run", tmp_path / "b.json") == f"{tmp_path}/b.json: k: {MAPPINGS_OF_MAPPINGS}"
+
+
+@pytest.mark.parametrize("orient", ["split", "table"])
+def test_an_empty_frame_is_empty(orient):
+    data = {"split": b'{"columns":["x"],"index":[],"data":[]}',
+            "table": b'{"schema":{"fields":[{"name":"index"},{"name":"x"}],"primaryKey":["index"]},"data":[]}'}
+    with pytest.raises(AttnError) as e:
+        read_matrix(data[orient], "a.json")
+    assert str(e.value) == "a.json: is empty (expected rows of numbers)"
+
+
+def test_pandas_orients_in_yaml():
+    m = read_matrix(b"columns: [x, y]\nindex: [a, b]\ndata:\n- [1, 2]\n- [3, 4]\n", "a.yaml")
+    assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], ["x", "y"], [[1, 2], [3, 4]])
+    table = (b"schema:\n  fields: [{name: key}, {name: x}]\n  primaryKey: [key]\n"
+             b"data: [{key: a, x: 1}, {key: b, x: 2}]\n")
+    m = read_matrix(table, "a.yaml")
+    assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], ["x"], [[1], [2]])
+    m = read_matrix(b"name: ~\nindex: [a, b]\ndata: [1, 2]\n", "a.yaml")  # a Series without a name
+    assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], None, [[1], [2]])
 
 
 def test_torch_agrees_live():
@@ -222,6 +290,10 @@ def test_an_additive_float_mask_as_a_bias_and_true_false_cells_as_a_mask(attn):
     np.testing.assert_allclose(masked["output"], EXPECTED["mask_allowed"], rtol=1e-13)
     assert masked["weights"] == biased["weights"]
     assert notes == [pandas_note(f"{INPUTS / 'mask_pandas.csv'}:1")]
+    for saved in ("mask_split.json", "mask_table.json"):  # df.to_json(orient=…): true/false cells
+        masked, notes = attn.json_and_notes("run", *files("{name}.npy"), "--mask", INPUTS / saved)
+        np.testing.assert_allclose(masked["output"], EXPECTED["mask_allowed"], rtol=1e-13)
+        assert notes == []
 
 
 def test_a_bias_of_zeros_and_ones_is_added_not_a_mask(attn, tmp_path):

@@ -62,7 +62,7 @@ def read_tree(source: Input, request: Request, fmt: str) -> Bundle:
     data = source.data()
     check_text(data, source.name, b",", tree=True)
     tree = load_tree(data, source.name, fmt)
-    if isinstance(tree, dict) and request.is_bundle(tree):
+    if isinstance(tree, dict) and request.is_bundle(tree) and not is_pandas_frame(tree):
         bundle = Bundle({})
         for name, entry in tree.items():
             line = line_of(entry)
@@ -337,7 +337,10 @@ def matrix_from_tree(tree: Any, source: str, where: str, request: Request = NUMB
     pandas' ``to_json(orient="records")`` writes); a mapping of label -> row
     (a row may be one number); or an explicit mapping with ``rows`` (any of
     those) and optional ``labels``, ``columns`` (names) and ``divide`` (every
-    value is divided by it, e.g. 255 for RGB).
+    value is divided by it, e.g. 255 for RGB); or what pandas' ``to_json()``
+    writes with ``orient="split"`` or ``orient="table"`` (see ``_pandas_frame``).
+    A mapping of mappings (pandas' default orient, or ``orient="index"``) is
+    refused: columns of rows or rows of columns, the file cannot say.
     """
     import numpy as np
 
@@ -355,7 +358,11 @@ def matrix_from_tree(tree: Any, source: str, where: str, request: Request = NUMB
     row_labels = None
     columns = None
     vector = False
-    if isinstance(tree, dict):
+    frame = _pandas_frame(tree, fail)
+    if frame is not None:
+        row_labels, columns, rows = frame
+    elif isinstance(tree, dict):
+        _refuse_nested_mappings(tree, fail)
         row_labels, rows = list(tree.keys()), list(tree.values())
     elif isinstance(tree, list) and tree and all(isinstance(r, dict) for r in tree):
         columns, rows = _records(tree, fail)
@@ -398,15 +405,122 @@ def matrix_from_tree(tree: Any, source: str, where: str, request: Request = NUMB
     )
 
 
-def _records(tree: list, fail: Callable[..., AttnError]) -> tuple[list[str], list[Any]]:
-    """Column names and rows of a list of records, each a mapping of the same column names to numbers."""
-    columns = [str(name) for name in tree[0]]
+SPLIT_KEYS = ({"columns", "data"}, {"columns", "index", "data"}, {"name", "index", "data"})  # DataFrame, Series
+TABLE_KEYS = {"schema", "data"}
+ORIENT_HINT = "write it with to_json(orient='split') or orient='records'"
+
+
+def _pandas_frame(tree: Any, fail: Callable[..., AttnError]) -> tuple[list[str] | None, list[str] | None, list] | None:
+    """Row labels, column names and rows of what pandas' ``to_json()`` writes
+    with ``orient="split"`` (``columns``, ``index``, ``data``; a Series:
+    ``name``, ``index``, ``data``) or ``orient="table"`` (a ``schema`` whose
+    ``fields`` name the columns, the ``primaryKey`` field being the index, and
+    ``data``, a list of records); None for anything else.
+
+    The index becomes the row labels, whatever it holds (0, 1, … included),
+    as pandas' index column does in a CSV file. A Series is one column.
+    """
+    if not is_pandas_frame(tree):
+        return None
+    return _split(tree, fail) if set(tree) in SPLIT_KEYS else _table(tree, fail)
+
+
+def is_pandas_frame(tree: Any) -> bool:
+    """Is it pandas' ``to_json()`` with ``orient="split"`` or ``orient="table"``?"""
+    if not isinstance(tree, dict) or not isinstance(tree.get("data"), list):
+        return False
+    schema = tree.get("schema")
+    return set(tree) in SPLIT_KEYS or (set(tree) == TABLE_KEYS and isinstance(schema, dict)
+                                       and isinstance(schema.get("fields"), list))
+
+
+def _split(tree: dict, fail: Callable[..., AttnError]) -> tuple[list[str] | None, list[str] | None, list]:
+    what = "pandas' orient='split'"
+    series = "name" in tree
+    rows = [[c] for c in tree["data"]] if series else tree["data"]
+    if not all(isinstance(r, list) for r in rows):
+        raise fail(f"{what}: data must be a list of rows", tree["data"])
+    name = tree.get("name")
+    name = name.value() if isinstance(name, Scalar) else name
+    columns = ([] if name is None else [name]) if series else tree["columns"]
+    if not isinstance(columns, list):
+        raise fail(f"{what}: columns must be a list of names", tree)
+    names = _names(columns, fail) or None
+    if names is not None and rows and len(names) != len(rows[0]):
+        raise fail(f"{what}: {plural(len(names), 'column name')} for rows of {plural(len(rows[0]), 'value')}",
+                   tree)
+    index = tree.get("index")
+    labels = None if index is None else _labels(index, len(rows), what, fail)
+    return labels, names, rows
+
+
+def _table(tree: dict, fail: Callable[..., AttnError]) -> tuple[list[str] | None, list[str] | None, list]:
+    what = "pandas' orient='table'"
+    schema = tree["schema"]
+    fields = [f.get("name") if isinstance(f, dict) else None for f in schema["fields"]]
+    if any(f is None or isinstance(f, Scalar) and f.value() is None for f in fields):
+        raise fail(f"{what}: every schema field needs a name", schema)
+    key = schema.get("primaryKey") or []
+    key = key if isinstance(key, list) else [key]
+    if len(key) > 1:
+        raise fail(f"{what}: the index has {len(key)} levels; attn reads one level of row labels", schema,
+                   hint="reset_index() the other levels first")
+    names = _names(fields, fail) or []
+    records = tree["data"]
+    if not all(isinstance(r, dict) for r in records):
+        raise fail(f"{what}: data must be a list of records", records)
+    _, rows = _records(records, fail, expected=names)
+    index = [j for j, n in enumerate(names) if n in (_names(key, fail) or [])]
+    keep = [j for j in range(len(names)) if j not in index]
+    labels = _labels([row[index[0]] for row in rows], len(rows), what, fail) if index else None
+    kept_rows = []
+    for row in rows:
+        kept = _Seq(row[j] for j in keep)
+        kept.line = line_of(row)
+        kept_rows.append(kept)
+    return labels, [names[j] for j in keep], kept_rows
+
+
+def _labels(index: Any, count: int, what: str, fail: Callable[..., AttnError]) -> list[str]:
+    """pandas' index as row labels: one name per row, none of them a list (a MultiIndex)."""
+    if not isinstance(index, list):
+        raise fail(f"{what}: the index must be a list of row labels", index)
+    if any(isinstance(n, (list, dict)) for n in index):
+        raise fail(f"{what}: the index has several levels; attn reads one level of row labels", index,
+                   hint="reset_index() the other levels first")
+    if len(index) != count:
+        raise fail(f"{what}: the index has {plural(len(index), 'label')} for {plural(count, 'row')}", index)
+    missing = [i for i, n in enumerate(index) if n is None or isinstance(n, Scalar) and n.value() is None]
+    if missing:
+        raise fail(f"{what}: row {missing[0] + 1} has no label (its index is null)", index,
+                   hint="give every row a label, or write it with index=False")
+    return [n.text if isinstance(n, Scalar) else str(n) for n in index]
+
+
+def _refuse_nested_mappings(tree: dict, fail: Callable[..., AttnError]) -> None:
+    """A mapping of mappings is pandas' default ``to_json()`` (columns of rows)
+    and also its ``orient="index"`` (rows of columns): never guess which."""
+    nested = [name for name, value in tree.items() if isinstance(value, dict)]
+    if nested and len(nested) == len(tree):
+        raise fail("is a mapping of mappings, as pandas' to_json() writes by default: it could be columns of "
+                   "rows or rows of columns", tree, hint=ORIENT_HINT)
+    if nested:
+        raise fail(f"row {nested[0]!r} is a mapping, other rows are not", tree[nested[0]],
+                   hint="write every row as a list of numbers")
+
+
+def _records(tree: list, fail: Callable[..., AttnError],
+             expected: list[str] | None = None) -> tuple[list[str], list[Any]]:
+    """Column names and rows of a list of records, each a mapping of the same
+    column names (``expected``, else the first record's) to numbers."""
+    columns = expected if expected is not None else [str(name) for name in tree[0]]
     rows = []
     for i, record in enumerate(tree):
         names = [str(name) for name in record]
         if names != columns:
-            raise fail(f"row {i + 1} has the columns {', '.join(names)}, expected {', '.join(columns)} "
-                       "like the first row", record, hint="every record needs the same names, in the same order")
+            like = "like the first row" if expected is None else "as the schema's fields name them"
+            raise fail(f"row {i + 1} has the columns {', '.join(names)}, expected {', '.join(columns)} {like}",
+                       record, hint="every record needs the same names, in the same order")
         row = _Seq(record.values())
         row.line = line_of(record)
         rows.append(row)
