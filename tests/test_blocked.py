@@ -213,13 +213,13 @@ def test_skipped_blocks_are_never_computed(monkeypatch):
     cells = []
     real_scores, real_product = kernel.scores, kernel.product
 
-    def scores(p, rows, cols, factor):
-        out = real_scores(p, rows, cols, factor)
+    def scores(p, rows, cols, factor, keys_first=False):
+        out = real_scores(p, rows, cols, factor, keys_first)
         cells.append(out.size)
         return out
 
-    def product(q, k, similarity, factor):
-        out = real_product(q, k, similarity, factor)
+    def product(q, k, similarity, factor, keys_first=False):
+        out = real_product(q, k, similarity, factor, keys_first)
         cells.append(out.size)
         return out
 
@@ -289,3 +289,15 @@ def test_every_worker_thread_runs_even_after_a_tiny_first_call():
     assert len(_pool(2)._threads) == 2  # CPython's ThreadPoolExecutor keeps its threads here
     both = threading.Barrier(2)
     map_blocks(lambda block: both.wait(timeout=10), [0, 1], 2, None)  # BrokenBarrierError with one thread
+
+
+def test_keys_first_product_is_the_same_product():
+    """The kernel's scores made as (K Q^T)^T: the same numbers, seen as [..., r, c]."""
+    from attncli.core.logits import product
+
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((2, 3, 5, 8)), rng.standard_normal((2, 3, 7, 8))
+    for similarity in ("dot", "cosine"):
+        made = product(q, k, similarity, 0.5, keys_first=True)
+        assert made.shape == (2, 3, 5, 7)
+        np.testing.assert_allclose(made, product(q, k, similarity, 0.5), rtol=1e-14, atol=1e-14)

@@ -94,7 +94,7 @@ def _attend_rows(p: Problem, rows: slice, key_block: int, bounded: bool) -> _Row
     """
     state = _Rows()
     for cols, inside in _key_blocks(p, range(rows.start, rows.stop), key_block):
-        logits, _ = combine(scores(p, rows, cols, p.factor), p, rows, cols, inside)  # [..., r, c]
+        logits, _ = combine(scores(p, rows, cols, p.factor, keys_first=True), p, rows, cols, inside)  # [..., r, c]
         _add(state, logits, p.v[..., cols, :], p, bounded, sure=inside and p.mask is None and p.bias is None)
     return state
 
