@@ -232,7 +232,7 @@ def test_skipped_blocks_are_never_computed(monkeypatch):
     cells.clear()
     out = attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=8, workers=1)
     np.testing.assert_allclose(out, attention_steps(q, k, v, window=(3, 0)).output, rtol=1e-12)
-    assert cells == [4 * 4, 7 * 4 * 7]
+    assert sorted(cells) == [4 * 4, 7 * 4 * 7]  # in any order (the costliest go first)
 
 
 def test_parts_hold_views_and_gqa_shares_k_and_v():
@@ -301,3 +301,22 @@ def test_keys_first_product_is_the_same_product():
         made = product(q, k, similarity, 0.5, keys_first=True)
         assert made.shape == (2, 3, 5, 7)
         np.testing.assert_allclose(made, product(q, k, similarity, 0.5), rtol=1e-14, atol=1e-14)
+
+
+def test_costliest_blocks_go_first(monkeypatch):
+    """Causal: the pool gets the query blocks that see the most keys first, so
+    that the blocks it hands out last are the small ones."""
+    from attncli.core import kernel
+
+    seen = []
+    real_map = kernel.map_blocks
+
+    def map_blocks(fn, blocks, workers, progress):
+        seen.extend(block[2].start for block in blocks)
+        real_map(fn, blocks, workers, progress)
+
+    monkeypatch.setattr(kernel, "map_blocks", map_blocks)
+    q, k, v = problem(32, 32, np.float64)
+    out = attention_blocked(q, k, v, causal=True, query_block=8, workers=2)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=1e-12)
+    assert seen == [24, 16, 8, 0]

@@ -230,6 +230,17 @@ def _base2(p: Problem, bounded: bool) -> bool:
     return bounded and p.options.softcap is None
 
 
+def _cost(part: Problem, rows: slice | _Stack, band: tuple[int, int] | None) -> int:
+    """The logits a block of work computes, about: heads × queries × the keys they see."""
+    heads = math.prod(part.logits_shape[:-2])
+    if isinstance(rows, _Stack):
+        assert band is not None
+        return heads * rows.count * rows.size * (rows.size + band[1] - band[0])
+    queries = range(part.n_q)[rows]
+    keys = visible_keys(queries, part.n_q, part.n_k, part.options.causal, part.options.window)
+    return heads * len(queries) * len(keys)
+
+
 def _normalise(acc: np.ndarray, total: np.ndarray, out: np.ndarray) -> None:
     """out = acc / total, and 0 where a query could attend to nothing:
     [..., r, d_v] times the [..., r, 1] reciprocals, written in place."""
@@ -280,6 +291,11 @@ def blocked(
                    for i in range(0, p.n_q, query_block) if i not in inner]
         per_block = math.prod(part.logits_shape[:-2]) * query_block * keys  # logits of one query block of the part
         blocks += [(where, part, stack) for stack in _stacks(inner, query_block, BLOCK_NUMBERS // max(1, per_block))]
+    # Costliest first (causal: the bottom query blocks see the most keys), so
+    # that the last blocks the pool hands out are small and no core waits
+    # long for the other at the end (measured: 2.4–7.7 ms of one core idle
+    # at the end in the order of the rows, about 1 ms in this one).
+    blocks.sort(key=lambda block: _cost(block[1], block[2], stacked), reverse=True)
     output = np.empty(p.out_shape, dtype=p.q.dtype)  # [..., n_q, d_v] (grouped with GQA)
 
     def attend(block: tuple[tuple[slice, ...], Problem, slice | _Stack]) -> None:
