@@ -256,25 +256,31 @@ def test_parts_hold_views_and_gqa_shares_k_and_v():
 @pytest.mark.parametrize("settings", [{}, {"causal": "top-left"}, {"window": (3, 1)}, {"softcap": 5.0},
                                       {"sinks": np.array([0.5, -1.0])}, {"mask": "random"}], ids=str)
 @pytest.mark.parametrize("size, bounded", [(1.0, True), (300.0, False)], ids=["no running max", "running max"])
-def test_both_softmax_paths_give_the_reference(settings, size, bounded):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_both_softmax_paths_give_the_reference(settings, size, bounded, dtype):
     """Small logits (|logit| ≤ _exp_safe, known from ‖q‖ ‖k‖) need no running
-    max: exp(logit) is summed as it is. Large ones go through the online
-    softmax's running max. Both give the reference's numbers."""
+    max: exp(logit) is summed as it is (in float32, the blocks with no −inf
+    in base 2, through exp2). Large ones go through the online softmax's
+    running max. Both give the reference's numbers."""
     from attncli.core import kernel
     from attncli.core.logits import prepare
     from attncli.core.options import AttentionOptions
 
     rng = np.random.default_rng(11)
     q, k, v = rng.standard_normal((2, 9, 6)) * size, rng.standard_normal((2, 13, 6)), rng.standard_normal((2, 13, 3))
+    q, k, v = (m.astype(dtype) for m in (q, k, v))
     if settings.get("mask") == "random":
         settings = {"mask": rng.random((9, 13)) < 0.4}
     options = AttentionOptions(**settings)
     small = kernel._logit_bound(prepare(q, k, v, options)) <= kernel._exp_safe(q.dtype)
     assert small == (bounded or "softcap" in settings)  # a soft-cap of 5 bounds them anyway
-    expected = attention(q, k, v, options)[0]
+    base2 = small and dtype == np.float32 and "softcap" not in settings
+    assert kernel._base2(prepare(q, k, v, options), small) == base2
+    expected = attention(*(m.astype(np.float64) for m in (q, k, v)), options)[0]
+    tol = 1e-12 if dtype == np.float64 else 1e-5
     for key_block in (4, 13):
         out = attention_blocked(q, k, v, options, query_block=4, key_block=key_block, workers=2)
-        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
 
 
 def test_every_worker_thread_runs_even_after_a_tiny_first_call():
