@@ -326,3 +326,30 @@ def test_costliest_blocks_go_first(monkeypatch):
     out = attention_blocked(q, k, v, causal=True, query_block=8, workers=2)
     np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=1e-12)
     assert seen == [24, 16, 8, 0]
+
+
+@pytest.mark.parametrize("settings", [{"causal": "top-left"}, {"causal": "bottom-right"}, {"window": (40, 3)},
+                                      {"causal": "top-left", "sinks": np.array([0.5, -1.0])}], ids=str)
+def test_diagonal_blocks_cut_by_halves_of_the_queries(settings, monkeypatch):
+    """A partly masked key block (causal's diagonal) goes as two halves of its
+    queries, each against the keys it may see: the reference's numbers."""
+    from attncli.core import kernel
+
+    cut = []
+    real_halves = kernel._halves
+
+    def halves(p, rows, cols):
+        out = real_halves(p, rows, cols)
+        cut.append(out is not None)
+        return out
+
+    monkeypatch.setattr(kernel, "_halves", halves)
+    from attncli.core.options import AttentionOptions
+
+    rng = np.random.default_rng(5)
+    q, k, v = rng.standard_normal((2, 150, 8)), rng.standard_normal((2, 200, 8)), rng.standard_normal((2, 200, 3))
+    options = AttentionOptions(**settings)
+    expected = attention(q, k, v, options)[0]
+    out = attention_blocked(q, k, v, options, query_block=64, key_block=64, workers=2)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+    assert any(cut)
