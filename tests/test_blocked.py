@@ -213,13 +213,13 @@ def test_skipped_blocks_are_never_computed(monkeypatch):
     cells = []
     real_scores, real_product = kernel.scores, kernel.product
 
-    def scores(p, rows, cols, factor):
-        out = real_scores(p, rows, cols, factor)
+    def scores(p, rows, cols, factor, keys_first=False):
+        out = real_scores(p, rows, cols, factor, keys_first)
         cells.append(out.size)
         return out
 
-    def product(q, k, similarity, factor):
-        out = real_product(q, k, similarity, factor)
+    def product(q, k, similarity, factor, keys_first=False):
+        out = real_product(q, k, similarity, factor, keys_first)
         cells.append(out.size)
         return out
 
@@ -232,7 +232,7 @@ def test_skipped_blocks_are_never_computed(monkeypatch):
     cells.clear()
     out = attention_blocked(q, k, v, window=(3, 0), query_block=4, key_block=8, workers=1)
     np.testing.assert_allclose(out, attention_steps(q, k, v, window=(3, 0)).output, rtol=1e-12)
-    assert cells == [4 * 4, 7 * 4 * 7]
+    assert sorted(cells) == [4 * 4, 7 * 4 * 7]  # in any order (the costliest go first)
 
 
 def test_parts_hold_views_and_gqa_shares_k_and_v():
@@ -256,25 +256,31 @@ def test_parts_hold_views_and_gqa_shares_k_and_v():
 @pytest.mark.parametrize("settings", [{}, {"causal": "top-left"}, {"window": (3, 1)}, {"softcap": 5.0},
                                       {"sinks": np.array([0.5, -1.0])}, {"mask": "random"}], ids=str)
 @pytest.mark.parametrize("size, bounded", [(1.0, True), (300.0, False)], ids=["no running max", "running max"])
-def test_both_softmax_paths_give_the_reference(settings, size, bounded):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_both_softmax_paths_give_the_reference(settings, size, bounded, dtype):
     """Small logits (|logit| ≤ _exp_safe, known from ‖q‖ ‖k‖) need no running
-    max: exp(logit) is summed as it is. Large ones go through the online
-    softmax's running max. Both give the reference's numbers."""
+    max: exp(logit) is summed as it is (in float32, the blocks with no −inf
+    in base 2, through exp2). Large ones go through the online softmax's
+    running max. Both give the reference's numbers."""
     from attncli.core import kernel
     from attncli.core.logits import prepare
     from attncli.core.options import AttentionOptions
 
     rng = np.random.default_rng(11)
     q, k, v = rng.standard_normal((2, 9, 6)) * size, rng.standard_normal((2, 13, 6)), rng.standard_normal((2, 13, 3))
+    q, k, v = (m.astype(dtype) for m in (q, k, v))
     if settings.get("mask") == "random":
         settings = {"mask": rng.random((9, 13)) < 0.4}
     options = AttentionOptions(**settings)
     small = kernel._logit_bound(prepare(q, k, v, options)) <= kernel._exp_safe(q.dtype)
     assert small == (bounded or "softcap" in settings)  # a soft-cap of 5 bounds them anyway
-    expected = attention(q, k, v, options)[0]
+    base2 = small and dtype == np.float32 and "softcap" not in settings
+    assert kernel._base2(prepare(q, k, v, options), small) == base2
+    expected = attention(*(m.astype(np.float64) for m in (q, k, v)), options)[0]
+    tol = 1e-12 if dtype == np.float64 else 1e-5
     for key_block in (4, 13):
         out = attention_blocked(q, k, v, options, query_block=4, key_block=key_block, workers=2)
-        np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
 
 
 def test_every_worker_thread_runs_even_after_a_tiny_first_call():
@@ -289,3 +295,61 @@ def test_every_worker_thread_runs_even_after_a_tiny_first_call():
     assert len(_pool(2)._threads) == 2  # CPython's ThreadPoolExecutor keeps its threads here
     both = threading.Barrier(2)
     map_blocks(lambda block: both.wait(timeout=10), [0, 1], 2, None)  # BrokenBarrierError with one thread
+
+
+def test_keys_first_product_is_the_same_product():
+    """The kernel's scores made as (K Q^T)^T: the same numbers, seen as [..., r, c]."""
+    from attncli.core.logits import product
+
+    rng = np.random.default_rng(3)
+    q, k = rng.standard_normal((2, 3, 5, 8)), rng.standard_normal((2, 3, 7, 8))
+    for similarity in ("dot", "cosine"):
+        made = product(q, k, similarity, 0.5, keys_first=True)
+        assert made.shape == (2, 3, 5, 7)
+        np.testing.assert_allclose(made, product(q, k, similarity, 0.5), rtol=1e-14, atol=1e-14)
+
+
+def test_costliest_blocks_go_first(monkeypatch):
+    """Causal: the pool gets the query blocks that see the most keys first, so
+    that the blocks it hands out last are the small ones."""
+    from attncli.core import kernel
+
+    seen = []
+    real_map = kernel.map_blocks
+
+    def map_blocks(fn, blocks, workers, progress):
+        seen.extend(block[2].start for block in blocks)
+        real_map(fn, blocks, workers, progress)
+
+    monkeypatch.setattr(kernel, "map_blocks", map_blocks)
+    q, k, v = problem(32, 32, np.float64)
+    out = attention_blocked(q, k, v, causal=True, query_block=8, workers=2)
+    np.testing.assert_allclose(out, attention_steps(q, k, v, causal=True).output, rtol=1e-12)
+    assert seen == [24, 16, 8, 0]
+
+
+@pytest.mark.parametrize("settings", [{"causal": "top-left"}, {"causal": "bottom-right"}, {"window": (40, 3)},
+                                      {"causal": "top-left", "sinks": np.array([0.5, -1.0])}], ids=str)
+def test_diagonal_blocks_cut_by_halves_of_the_queries(settings, monkeypatch):
+    """A partly masked key block (causal's diagonal) goes as two halves of its
+    queries, each against the keys it may see: the reference's numbers."""
+    from attncli.core import kernel
+
+    cut = []
+    real_halves = kernel._halves
+
+    def halves(p, rows, cols):
+        out = real_halves(p, rows, cols)
+        cut.append(out is not None)
+        return out
+
+    monkeypatch.setattr(kernel, "_halves", halves)
+    from attncli.core.options import AttentionOptions
+
+    rng = np.random.default_rng(5)
+    q, k, v = rng.standard_normal((2, 150, 8)), rng.standard_normal((2, 200, 8)), rng.standard_normal((2, 200, 3))
+    options = AttentionOptions(**settings)
+    expected = attention(q, k, v, options)[0]
+    out = attention_blocked(q, k, v, options, query_block=64, key_block=64, workers=2)
+    np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
+    assert any(cut)
