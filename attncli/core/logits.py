@@ -59,7 +59,7 @@ class Problem:
 
     @property
     def factor(self) -> float:
-        """scale / temperature: what multiplies q·k (a python float keeps float32 in float32)."""
+        """scale / temperature: what multiplies q·k (multiplied in the scores' dtype, see product)."""
         return self.scale / self.options.temperature
 
     @property
@@ -254,8 +254,8 @@ def product(qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0
     if similarity == "cosine":
         qb, kb = unit_rows(qb), unit_rows(kb)
     with np.errstate(over="ignore", invalid="ignore"):  # an overflow is check_scores' to report
-        if factor != 1.0:
-            qb = qb * factor
+        if factor != 1.0:  # in qb's dtype (numpy 1.x would widen float32 by a python float past its range)
+            qb = qb * np.asarray(factor, dtype=qb.dtype)
         if keys_first:  # [..., c, d_k] @ [..., d_k, r] -> [..., c, r], seen as [..., r, c]
             return np.swapaxes(kb @ np.swapaxes(qb, -1, -2), -1, -2)
         return qb @ np.swapaxes(kb, -1, -2)  # [..., r, d_k] @ [..., d_k, c] -> [..., r, c]

@@ -66,7 +66,7 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     p = prepare(q, k, v, options or AttentionOptions())  # Q and K rotated (RoPE), heads grouped (GQA)
     qk = scores(p)  # [..., n_q, n_k] q·k
     with np.errstate(over="ignore"):  # an overflow is combine's to report, in one line
-        scaled = qk * p.factor  # [..., n_q, n_k] q·k · scale / temperature
+        scaled = qk * np.asarray(p.factor, dtype=qk.dtype)  # [..., n_q, n_k] q·k · scale / temperature
     logits, allowed = combine(scaled, p)  # [..., n_q, n_k] soft-capped, + bias, −inf where forbidden
     weights = softmax(logits, sink=p.sinks)  # [..., n_q, n_k] each row sums to 1 (0 if all forbidden, < 1 with sinks)
     with np.errstate(over="ignore", invalid="ignore"):
