@@ -9,8 +9,6 @@ Adding one is a line in ``FOREIGN``.
 
 from __future__ import annotations
 
-import io
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +32,9 @@ def _zip_names(data: bytes) -> list[str]:
     """The member names of a zip archive (empty when it is not one or is damaged)."""
     if not data.startswith(b"PK\x03\x04"):
         return []
+    import io
+    import zipfile
+
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as archive:
             return archive.namelist()

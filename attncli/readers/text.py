@@ -280,9 +280,10 @@ def _number_hint(cell: str, number: Numbers, request: Request) -> str | None:
         separator = grouped.group("sep")
         plain = cell.strip().replace(separator, "")
         other = "," if number.decimal == "." else "."
-        if separator == other and Numbers(other)(cell) is not None:  # 1,234: a thousand, or 1.234 with a decimal comma?
+        as_decimal = Numbers(other)(cell) if separator == other else None  # 1,234: a thousand, or 1.234?
+        if as_decimal is not None:
             return (f"thousands separators are not read ({cell.strip()!r} would be {plain}), and {other!r} is not "
-                    f"this file's decimal mark ({Numbers(other)(cell):g} if it were)")
+                    f"this file's decimal mark ({as_decimal:g} if it were)")
         return f"thousands separators are not read: write it as {plain}"
     if (number.decimal == "." and "," in cell and Numbers(",")(cell) is not None
             or number.decimal == "," and "." in cell and Numbers()(cell) is not None):

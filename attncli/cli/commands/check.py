@@ -30,7 +30,6 @@ from attncli.cli.options import (
 from attncli.errors import AttnError, CheckFailed, ShapeError, UsageError
 
 if TYPE_CHECKING:
-    from attncli.cli.options import AttentionFlags, ReadFlags
     from attncli.cli.qkv import Problem
     from attncli.core.check import Verdict
     from attncli.core.options import AttentionOptions
