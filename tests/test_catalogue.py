@@ -116,6 +116,9 @@ CATALOGUE = [
      "{d}/q.csv:2: column 2: '1,234.5' is not a number (thousands separators are not read: write it as 1234.5)"),
     ("a column of thousands", {"q.csv": 'a,b,c\n"1,234.5",2,3\n"2,000",4,5\n'}, ["run", "{d}/q.csv", *KV], 1,
      "{d}/q.csv:2: column 1: '1,234.5' is not a number (thousands separators are not read: write it as 1234.5)"),
+    ("a column of decimal commas among points", {"q.csv": 'x,y,z\n"1,5",2,3\n"2,5",3,4\n'},
+     ["run", "{d}/q.csv", *KV], 1,
+     "{d}/q.csv:2: column 1: '1,5' is not a number (the decimal mark of this file is '.')"),
     ("thousands or decimal comma", {"q.csv": 'a,b,c\n2,"1,234",3\n'}, ["run", "{d}/q.csv", *KV], 1,
      "{d}/q.csv:2: column 2: '1,234' is not a number (thousands separators are not read ('1,234' would be 1234), "
      "and ',' is not this file's decimal mark (1.234 if it were))"),

@@ -27,14 +27,15 @@ The rules (the README's "Input files" says the same):
   ``0.25``, ``True``), else as data; either way a Choice says so.
 - The first column holds row labels when none of its cells below the header
   is a number, or when the header's first cell is empty. Numbers with
-  thousands separators (``1,234.5``, ``1 234``) are not read, nor taken for
-  labels: they are refused, with the number to write instead.
+  thousands separators (``1,234.5``, ``1 234``) or the other decimal mark
+  (``1,5`` in a file of points) are not read, nor taken for labels: they are
+  refused, with what to write instead.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from attncli.readers.base import Choice, TextSettings
@@ -151,15 +152,21 @@ def pandas_header(header: bool, source: str, line: int) -> Choice:
 THOUSANDS = re.compile(r"[-+−]?\d{1,3}(?P<sep>[,.  '’])\d{3}(?:(?P=sep)\d{3})*(?:[.,]\d*)?")
 
 
-def find_layout(rows: Sequence[Row], number: Callable[[str], float | None], settings: TextSettings,
-                source: str) -> Layout:
+def unread_number(cell: str, number: Numbers) -> bool:
+    """A cell that is a number, but not as this file's numbers are read: thousands
+    separators (1,234.5) or the other decimal mark (1,5 where the mark is '.')."""
+    other = Numbers("," if number.decimal == "." else ".")
+    return bool(THOUSANDS.fullmatch(cell.strip())) or other(cell) is not None
+
+
+def find_layout(rows: Sequence[Row], number: Numbers, settings: TextSettings, source: str) -> Layout:
     """Header row and label column of rows that are not blank (see the module's rules)."""
     first_line, first = rows[0]
     below = rows[1:]
     pandas_corner = len(first) > 1 and first[0] == "" and all(first[1:])
 
-    text_below = bool(below) and all(number(cells[0]) is None and not THOUSANDS.fullmatch(cells[0].strip())
-                                     for _, cells in below)  # a column of labels below? (1,234 is a number, unread)
+    text_below = bool(below) and all(number(cells[0]) is None and not unread_number(cells[0], number)
+                                     for _, cells in below)  # a column of labels below? (1,234 and 1,5 are not)
     labels_below = settings.labels if settings.labels is not None else (pandas_corner or text_below)
     values = first[1:] if labels_below else first  # the first row's cells right of any label column
     choices = []
