@@ -5,8 +5,8 @@
    (``softmax(Q @ K.T / np.sqrt(d_k)) @ V`` with seed 000's softmax, no max
    subtracted) and, when torch is installed (``pip install -e '.[bench]'``),
    torch's ``scaled_dot_product_attention`` on the CPU. Best of a few rounds
-   (each runs every contender once, in turn), and the largest difference from
-   attn's output.
+   (each runs every contender once, in turn, after a pause: ``SETTLE``), and
+   the largest difference from attn's output.
    The same on the shapes models run ([B, H, N, D], causal, GQA, a window of
    256), beside torch SDPA, with the fraction of the machine's sgemm rate.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
@@ -61,6 +61,23 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # KiB on Linux
 """
 
 
+# A pause before each timed call in the interleaved tables. torch's OpenMP
+# threads (libgomp) spin for a while after each parallel region before they
+# sleep; whatever runs next shares the cores with them. Measured on
+# [4, 8, 512, 64]: attn took 20–23 ms right after torch and 17–19 ms right
+# after itself; with OMP_WAIT_POLICY=PASSIVE, or 10 ms or more between
+# calls, the two agree. 2 ms was not enough.
+SETTLE = 0.05
+
+
+def timed(fn):
+    """(seconds, result) of fn() after SETTLE seconds of quiet."""
+    time.sleep(SETTLE)
+    start = time.perf_counter()
+    result = fn()
+    return time.perf_counter() - start, result
+
+
 def seed_attention(q, k, v):
     """The seeds' code, as a reader would copy it (seed 000's softmax)."""
 
@@ -98,10 +115,9 @@ def kernels(sizes: list[int], d: int = 64) -> None:
             for name, fn in contenders.items():
                 if name == "seed" and n > 8192 and round_:
                     continue  # 25 s and 8 GiB a run: once is enough
-                start = time.perf_counter()
                 with np.errstate(over="ignore", invalid="ignore"):
-                    outputs[name] = fn()
-                best[name] = min(best[name], time.perf_counter() - start)
+                    seconds, outputs[name] = timed(fn)
+                best[name] = min(best[name], seconds)
         diff = max(float(np.abs(out - outputs["attn"]).max()) for out in outputs.values())
         ours, seed, theirs = best["attn"], best["seed"], best.get("torch", math.nan)
         print(f"{n:>6} | {ours:7.3f} | {seed:7.3f} | {theirs:7.3f} | {seed / ours:8.1f}× | "
@@ -181,9 +197,8 @@ def shapes(rounds: int, flex: bool) -> None:
         outputs = {}
         for _ in range(rounds):
             for name, fn in contenders.items():
-                start = time.perf_counter()
-                outputs[name] = fn()
-                best[name] = min(best[name], time.perf_counter() - start)
+                seconds, outputs[name] = timed(fn)
+                best[name] = min(best[name], seconds)
         others = [float(np.abs(out - outputs["attn"]).max()) for name, out in outputs.items() if name != "attn"]
         diff = f"{max(others):.1e}" if others else "–"  # nothing to compare with: no torch, or no flex
         heads = math.prod(shape[:-2])

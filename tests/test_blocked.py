@@ -188,6 +188,30 @@ def test_stacked_window_blocks_give_the_reference(settings, n_q, n_k, size):
         np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("settings", STACKED, ids=str)
+def test_stacked_window_blocks_in_base_2_give_the_reference(monkeypatch, settings):
+    """float32 with small logits: stacked blocks go through exp2 and the band's
+    0/1 weights (not ALiBi, which needs the running max, nor the soft-cap,
+    which is a tanh of base-e scores); the float64 reference's numbers to
+    float32's precision either way."""
+    from attncli.core import kernel
+    from attncli.core.options import AttentionOptions
+
+    weighted = []
+    real_weights = kernel.band_weights
+    monkeypatch.setattr(kernel, "band_weights", lambda *a: weighted.append(a) or real_weights(*a))
+    rng = np.random.default_rng(7)
+    shapes = ((2, 4, 120, 6), (2, 2, 110, 6), (2, 2, 110, 3))  # GQA; every setting has stacked blocks
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
+    options = AttentionOptions(**settings)
+    expected = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), options)[0]
+    for query_block in (2, 3, 8):
+        out = attention_blocked(q, k, v, options, query_block=query_block, workers=2)
+        assert out.dtype == np.float32
+        np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
+    assert bool(weighted) == ("alibi" not in settings and "softcap" not in settings)
+
+
 @pytest.mark.parametrize("numbers, parts", [(1, 2 * 3 * 3), (2 * 4 * 6, 2 * 2 * 3), (1 << 20, 2 * 1 * 3)])
 def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
     """batch × parts of heads × query blocks: one head a part when blocks are
@@ -291,10 +315,37 @@ def test_every_worker_thread_runs_even_after_a_tiny_first_call():
 
     from attncli.core.parallel import _pool, map_blocks
 
-    map_blocks(lambda block: None, list(range(8)), 2, None)  # blocks faster than their submission
-    assert len(_pool(2)._threads) == 2  # CPython's ThreadPoolExecutor keeps its threads here
-    both = threading.Barrier(2)
-    map_blocks(lambda block: both.wait(timeout=10), [0, 1], 2, None)  # BrokenBarrierError with one thread
+    map_blocks(lambda block: None, list(range(8)), 3, None)  # blocks faster than their submission
+    assert len(_pool(2)._threads) == 2  # the calling thread and 2 of the pool's; CPython keeps them here
+    all_three = threading.Barrier(3)
+    map_blocks(lambda block: all_three.wait(timeout=10), [0, 1, 2], 3, None)  # BrokenBarrierError with fewer
+
+
+@pytest.mark.parametrize("failing", [0, 1], ids=["the calling thread's block", "a pool thread's block"])
+def test_an_error_in_a_block_stops_the_others_and_is_raised(failing):
+    """The calling thread works beside the pool's: whichever thread's block
+    fails, no block is handed out after it and the error reaches the caller."""
+    import threading
+    import time
+
+    from attncli.core.parallel import map_blocks
+
+    started, both = [], threading.Barrier(2)
+    callers = {}
+
+    def work(block):
+        started.append(block)
+        if block < 2:
+            callers[block] = threading.current_thread() is threading.main_thread()
+            both.wait(timeout=10)  # blocks 0 and 1 run at once, one on each thread
+            if callers[block] == (failing == 0):
+                raise ValueError(f"block {block} failed")
+            time.sleep(0.2)  # the other block ends well after the failure
+
+    with pytest.raises(ValueError, match="failed"):
+        map_blocks(work, list(range(50)), 2, None)
+    assert sorted(callers.values()) == [False, True]  # one block on the calling thread, one on the pool's
+    assert sorted(started) == [0, 1]  # none handed out after the failure
 
 
 def test_keys_first_product_is_the_same_product():

@@ -18,7 +18,7 @@ import numpy as np
 from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, product, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import map_blocks
-from attncli.core.positions import band, seen_by_all, visible_keys
+from attncli.core.positions import band, band_weights, seen_by_all, visible_keys
 
 # Block sizes of the kernel. Work is cut over batch × K/V heads × blocks of
 # QUERY_BLOCK queries, each attended over keys in blocks of KEY_BLOCK; small
@@ -153,10 +153,11 @@ def _start(state: _Rows, p: Problem, rows: slice) -> None:
 
 
 def _add(state: _Rows, logits: np.ndarray, values: np.ndarray, p: Problem, bounded: bool, sure: bool,
-         base2: bool = False) -> None:
+         base2: bool = False, keep: np.ndarray | None = None) -> None:
     """One key block's share of the online softmax: logits [..., r, c] (used
     up), values [..., c, d_v]. ``sure``: no row of the block is all −inf.
-    ``base2``: the logits are in base 2 (bounded only), taken through exp2."""
+    ``base2``: the logits are in base 2 (bounded only), taken through exp2.
+    ``keep``: [r, c] 1 or 0, multiplied into exp(logits) (bounded only)."""
     shrink: np.ndarray | None = None  # [..., r, 1] exp(old ref − new ref), for the sums so far
     ref: np.ndarray | float = 0.0  # [..., r, 1] what each row's logits are taken from
     if not bounded:
@@ -174,6 +175,8 @@ def _add(state: _Rows, logits: np.ndarray, values: np.ndarray, p: Problem, bound
             e = np.exp2(logits, out=logits)
         else:
             e = np.exp(logits if bounded else np.subtract(logits, ref, out=logits), out=logits)
+        if keep is not None:
+            e *= keep
         part = e @ values  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
     # The row sums as a matrix-vector product: BLAS's gemv takes 0.07 ms on a
     # 1 M float32 block where e.sum takes 0.16 ms (and along the kernel's
@@ -204,7 +207,7 @@ class _Stack:
     size: int
 
 
-def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bool) -> _Rows:
+def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bool, base2: bool) -> _Rows:
     """softmax(logits) V for a stack of query blocks under a window: queries
     [count, ..., size, d_k] against their keys [count, ..., c, d_k], views of
     K and V that overlap, c = size + hi − lo.
@@ -213,15 +216,26 @@ def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bo
     further along the band by whole blocks, and what it applies there (the
     window and causal, ALiBi, the soft-cap, sinks) depends only on j − i, so
     it is the same for each (no mask or bias here: those depend on i and j).
+
+    ``base2`` (``_base2``): nothing but the band to apply, so the logits are
+    made in base 2 and taken through exp2 with no −inf, then multiplied by
+    the band's 0/1 weights (2-D window 256 at n = 4096: 5.4 ms of CPU
+    against 5.9 ms with the band as −inf and exp).
     """
     lo, hi = lo_hi
     width = stack.size + hi - lo  # keys of one block: i0 + lo .. i0 + size − 1 + hi
     q = _stacked(p.q, stack.start, stack, stack.size)  # [count, ..., size, d_k]
     k, v = (_stacked(m, stack.start + lo, stack, width) for m in (p.k, p.v))  # [count, ..., c, d]
     rows, cols = slice(stack.start, stack.start + stack.size), slice(stack.start + lo, stack.start + lo + width)
-    logits, _ = combine(product(q, k, p.options.similarity, p.factor), p, rows, cols)  # [count, ..., size, c]
     state = _Rows()
-    _add(state, logits, v, p, bounded, sure=False)  # exp, not exp2: the band's edges are −inf
+    if base2:
+        logits = product(q, k, p.options.similarity, p.factor * LOG2E)  # [count, ..., size, c] in base 2
+        keep = band_weights(range(rows.start, rows.stop), range(cols.start, cols.stop), p.n_q, p.n_k,
+                            p.options.causal, p.options.window, logits.dtype)  # [size, c] 1 in the band, 0 out
+        _add(state, logits, v, p, bounded, sure=False, base2=True, keep=keep)
+        return state
+    logits, _ = combine(product(q, k, p.options.similarity, p.factor), p, rows, cols)  # [count, ..., size, c]
+    _add(state, logits, v, p, bounded, sure=False)  # the band's edges are −inf here: exp, not exp2
     return state
 
 
@@ -353,7 +367,7 @@ def blocked(
         where, part, rows = block
         if isinstance(rows, _Stack):
             assert stacked is not None
-            state = _attend_stack(part, rows, stacked, bounded)
+            state = _attend_stack(part, rows, stacked, bounded, base2)
             span_of_rows = slice(rows.start, rows.start + rows.count * rows.size)
             out = output[where + (..., span_of_rows, EVERYTHING)]  # [..., count · size, d_v] a view
             out = np.moveaxis(out.reshape(*out.shape[:-2], rows.count, rows.size, out.shape[-1]), -3, 0)

@@ -90,6 +90,16 @@ def band_allowed(rows: range, cols: range, n_q: int, n_k: int, causal: str | Non
                   None if lo is None else lo - shift, None if hi is None else hi - shift)
 
 
+def band_weights(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
+                 window: tuple[int, int] | None, dtype: np.dtype) -> np.ndarray:
+    """``band_allowed`` as 1 and 0 in ``dtype``, to multiply exp(logits) by:
+    read-only, kept like it."""
+    lo, hi = band(n_q, n_k, causal, window)
+    shift = cols.start - rows.start
+    return _block(len(rows), len(cols), shift, np.dtype(dtype).str, "weights",
+                  None if lo is None else lo - shift, None if hi is None else hi - shift)
+
+
 def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
     """The band lo ≤ j − i ≤ hi that causal and the window allow (None: open)."""
     lo, hi = None, None
@@ -104,8 +114,8 @@ def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None)
 
 def _block(r: int, c: int, shift: int, dtype: str, kind: str,
            lo: int | None = None, hi: int | None = None) -> np.ndarray:
-    """``distance`` (|local j − local i + shift|) or ``band_allowed`` (lo ≤ local j − local i ≤ hi)
-    of an r × c block; kept when small (≤ 2^18 cells), as the kernel's blocks are."""
+    """``distance`` (|local j − local i + shift|), ``band_allowed`` (lo ≤ local j − local i ≤ hi)
+    or ``band_weights`` of an r × c block; kept when small (≤ 2^18 cells), as the kernel's blocks are."""
     if r * c <= _KEPT_CELLS:
         return _kept_block(r, c, shift if kind == "distance" else 0, dtype, kind, lo, hi)
     return _new_block(r, c, shift, dtype, kind, lo, hi)
@@ -121,7 +131,7 @@ def _new_block(r: int, c: int, shift: int, dtype: str, kind: str, lo: int | None
     allowed = np.ones((r, c), dtype=bool) if hi is None else np.tri(r, c, k=hi, dtype=bool)  # j − i ≤ hi
     if lo is not None:
         allowed &= ~np.tri(r, c, k=lo - 1, dtype=bool)  # not j − i ≤ lo − 1
-    return allowed
+    return allowed.astype(dtype) if kind == "weights" else allowed
 
 
 @functools.lru_cache(maxsize=32)
