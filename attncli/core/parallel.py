@@ -22,82 +22,29 @@ from typing import Any
 def map_blocks(fn, blocks: list, workers: int | None, progress) -> None:
     """fn(block) for every block, on up to ``workers`` threads (default: every core).
 
-    The calling thread is one of them, with ``workers`` − 1 of the pool's:
-    it would only wait otherwise, and each block finished would wake it (the
-    2-D window 256 at n = 4096, about 5 ms of work: 4.5–4.8 ms this way,
-    5.0–5.3 ms on two pool threads). Blocks are handed out in order, each to
-    the first thread free. BLAS gets one thread per worker meanwhile: two
-    levels of threads on two cores fight (measured 0.15 s vs 0.2-0.6 s at
-    n=8192). ``progress(done, total)`` is called from the calling thread, for
-    every block in turn, as its own blocks finish and at the end.
+    BLAS gets one thread per worker while the pool runs: two levels of
+    threads on two cores fight (measured 0.15 s vs 0.2-0.6 s at n=8192).
+    ``progress(done, total)`` is called from the calling thread, in order.
     """
-    workers = min(worker_count(workers), len(blocks))
+    workers = min(workers or _cores(), len(blocks))
     if workers <= 1:
         for done, block in enumerate(blocks, 1):
             fn(block)
             if progress:
                 progress(done, len(blocks))
         return
-    work = _Blocks(fn, blocks)
-    pool = _pool(workers - 1)
-    reported = 0
-
-    def report() -> None:
-        nonlocal reported
-        while progress and reported < work.done:
-            reported += 1
-            progress(reported, len(blocks))
-
+    pool = _pool(workers)
     with one_blas_thread():
-        helpers: list[Future[Any]] = [pool.submit(work.run) for _ in range(workers - 1)]
+        futures: list[Future[Any]] = [pool.submit(fn, block) for block in blocks]
         try:
-            work.run(report)
-        finally:  # on an error or Ctrl-C, no more blocks are handed out; those started finish
-            work.stop()
-            wait(helpers)
-        for helper in helpers:
-            helper.result()  # a helper's error, raised here
-        report()
-
-
-class _Blocks:
-    """The blocks of one ``map_blocks`` call, handed out one at a time to the
-    threads that ask, until they run out or one of them fails."""
-
-    def __init__(self, fn, blocks: list) -> None:
-        self._fn, self._blocks = fn, blocks
-        self._next = 0  # the index of the next block to hand out
-        self.done = 0  # blocks finished
-        self._lock = threading.Lock()
-
-    def run(self, after=None) -> None:
-        """fn on blocks until none is left; ``after()`` following each."""
-        while (index := self._take()) is not None:
-            try:
-                self._fn(self._blocks[index])
-            except BaseException:
-                self.stop()
-                raise
-            with self._lock:
-                self.done += 1
-            if after:
-                after()
-
-    def _take(self) -> int | None:
-        with self._lock:
-            if self._next >= len(self._blocks):
-                return None
-            self._next += 1
-            return self._next - 1
-
-    def stop(self) -> None:
-        with self._lock:
-            self._next = len(self._blocks)
-
-
-def worker_count(workers: int | None) -> int:
-    """The threads ``map_blocks`` runs on: ``workers``, or one per core when None."""
-    return workers or _cores()
+            for done, future in enumerate(futures, 1):
+                future.result()
+                if progress:
+                    progress(done, len(blocks))
+        finally:  # on an error or Ctrl-C, drop the blocks not yet started and let the others finish
+            for future in futures:
+                future.cancel()
+            wait(futures)
 
 
 _pools: dict[int, ThreadPoolExecutor] = {}
