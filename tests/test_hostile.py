@@ -59,7 +59,7 @@ SHELL = {
     "the version on a full disk": ("attn --version > /dev/full", 1,
                                    "attn: error: <stdout>: cannot write: No space left on device\n", None),
     "a command's help on a full disk": ("attn run --help > /dev/full", 1,
-                                        "attn: error: No space left on device\n", None),
+                                        "attn: error: <stdout>: cannot write: No space left on device\n", None),
     "stdin closed": ("attn run - k.csv v.csv <&-", 1,
                      "attn: error: <stdin>: is closed (pipe the input in, or give a file name)\n", None),
     "stdout closed": ("attn softmax 1 2 >&-", 1, "attn: error: stdout is closed, so the result has nowhere to "

@@ -68,6 +68,25 @@ def environment_error(e: BaseException) -> AttnError | None:
     return None
 
 
+def _click_output_failed(e: OSError) -> int:
+    """Click could not write its own output (help, the version) to stdout:
+    one line, as for attn's own output, and the exit code."""
+    from attncli.cli.emit import STDOUT_NAME, silence_stdout
+
+    silence_stdout()
+    if isinstance(e, BrokenPipeError):
+        return EXIT_BROKEN_PIPE
+    report(str(file_error(STDOUT_NAME, e, writing=True)))
+    return 1
+
+
+def _in_click_echo(e: OSError) -> bool:
+    """Whether ``e`` was raised while Click's ``echo`` wrote (a command's --help)."""
+    import traceback
+
+    return any(frame.name == "echo" and "click" in frame.filename for frame in traceback.extract_tb(e.__traceback__))
+
+
 class AttnGroup(TyperGroup):
     """Typer's group, with every failure reduced to one line and an exit code."""
 
@@ -94,6 +113,10 @@ class AttnGroup(TyperGroup):
             # Python from complaining when it flushes stdout at exit.
             silence_stdout()
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
+        except OSError as e:
+            if not _in_click_echo(e):
+                raise
+            raise typer.Exit(_click_output_failed(e)) from None  # a command's help: `attn run --help > /dev/full`
         except (ClickException, typer.Exit, typer.Abort):
             raise  # usage errors and exits: main() reports them
         except MemoryError:
@@ -142,14 +165,7 @@ class AttnGroup(TyperGroup):
                 raise
             code = EXIT_BROKEN_PIPE
         except OSError as e:  # Click's own output failed: `attn --help > /dev/full`, `attn --version | true`
-            from attncli.cli.emit import STDOUT_NAME, silence_stdout
-
-            silence_stdout()
-            if isinstance(e, BrokenPipeError):
-                code = EXIT_BROKEN_PIPE
-            else:
-                report(str(file_error(STDOUT_NAME, e, writing=True)))
-                code = 1
+            code = _click_output_failed(e)
         if standalone_mode:
             sys.exit(code)
         return code
