@@ -212,6 +212,31 @@ def test_stacked_window_blocks_in_base_2_give_the_reference(monkeypatch, setting
     assert bool(weighted) == ("alibi" not in settings and "softcap" not in settings)
 
 
+@pytest.mark.parametrize("settings", [{"causal": "top-left"}, {"causal": "bottom-right"}, {"window": (3, 2)},
+                                      {"causal": "top-left", "window": (9, 0)},
+                                      {"causal": "top-left", "sinks": np.array([0.5, -1.0, 2.0, 0.0])}], ids=str)
+@pytest.mark.parametrize("n_q, n_k", [(40, 40), (30, 50), (50, 30)])
+def test_blocks_the_band_cuts_in_base_2_give_the_reference(monkeypatch, settings, n_q, n_k):
+    """float32 with small logits: key blocks the band cuts (causal's diagonal
+    and its halves, a window's edges) go through exp2 and the band's 0/1
+    weights; the float64 reference's numbers to float32's precision."""
+    from attncli.core import kernel
+    from attncli.core.options import AttentionOptions
+
+    weighted = []
+    real_weights = kernel.band_weights
+    monkeypatch.setattr(kernel, "band_weights", lambda *a: weighted.append(a) or real_weights(*a))
+    rng = np.random.default_rng(n_q + n_k)
+    shapes = ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3))  # GQA
+    q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
+    options = AttentionOptions(**settings)
+    expected = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), options)[0]
+    for query_block, key_block in ((8, 8), (16, 4), (64, 64), (5, 7), (128, 16)):
+        out = attention_blocked(q, k, v, options, query_block=query_block, key_block=key_block, workers=2)
+        np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
+    assert weighted
+
+
 @pytest.mark.parametrize("numbers, parts", [(1, 2 * 3 * 3), (2 * 4 * 6, 2 * 2 * 3), (1 << 20, 2 * 1 * 3)])
 def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
     """batch × parts of heads × query blocks: one head a part when blocks are

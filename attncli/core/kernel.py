@@ -93,34 +93,49 @@ def _attend_rows(p: Problem, rows: slice, key_block: int, bounded: bool, base2: 
     never normalised: the caller divides the output by the row sums, n_q·d_v
     divisions instead of n_q·n_k.
 
-    ``base2`` (``_base2``): the key blocks with no −inf (wholly inside,
-    no mask) are made in base 2, log2(e) folded into the factor, and taken
-    through exp2, which numpy runs about twice as fast as exp in float32:
-    exp2(x · log2 e) = exp(x). Not the others: numpy's exp2 takes a slow path
-    on −inf (1.2 ms against exp's 0.46 ms on a 1 M block, a part masked).
+    ``base2`` (``_block``): logits in base 2 through exp2, the band as 0/1
+    weights.
     """
     state = _Rows()
-    # The keys-first layout (``logits.product``) only when bounded: a running
-    # max taken along its strided axis and ALiBi's distances (row-major) cost
-    # more than its product saves (ALiBi causal [1, 16, 4096, 64]: 1.5× the
-    # CPU time).
     for cols, inside in _key_blocks(p, range(rows.start, rows.stop), key_block):
         halves = None if inside or not bounded else _halves(p, rows, cols)
-        if halves is not None:  # the diagonal: each half of the queries against the keys it may see
-            _start(state, p, rows)
-            assert state.acc is not None and state.total is not None
-            for half, keys in halves:
-                local = slice(half.start - rows.start, half.stop - rows.start)
-                logits, _ = combine(scores(p, half, keys, p.factor, keys_first=True), p, half, keys)
-                _add(_Rows(state.acc[..., local, :], state.total[..., local, :]), logits, p.v[..., keys, :], p,
-                     bounded, sure=False)
+        if halves is None:
+            _block(state, p, rows, cols, inside, bounded, base2)
             continue
-        two = base2 and inside and p.mask is None  # no −inf in this block
-        factor = p.factor * LOG2E if two else p.factor
-        logits, _ = combine(scores(p, rows, cols, factor, keys_first=bounded), p, rows, cols, inside)  # [..., r, c]
-        _add(state, logits, p.v[..., cols, :], p, bounded, sure=inside and p.mask is None and p.bias is None,
-             base2=two)
+        _start(state, p, rows)  # the diagonal: each half of the queries against the keys it may see
+        assert state.acc is not None and state.total is not None
+        for half, keys in halves:
+            local = slice(half.start - rows.start, half.stop - rows.start)
+            _block(_Rows(state.acc[..., local, :], state.total[..., local, :]), p, half, keys, False, bounded, base2)
     return state
+
+
+def _block(state: _Rows, p: Problem, rows: slice, cols: slice, inside: bool, bounded: bool, base2: bool) -> None:
+    """One block of queries against one block of keys, added to ``state``;
+    ``inside``: every query of the block sees every key of it.
+
+    ``base2`` (``_base2``) and no mask: the logits are made in base 2, log2(e)
+    folded into the factor, and taken through exp2, which numpy runs about
+    twice as fast as exp in float32: exp2(x · log2 e) = exp(x). A block the
+    band cuts (causal's diagonal, a window's edges) is then multiplied by the
+    band's 0/1 weights rather than set to −inf first: numpy's exp2 takes a
+    slow path on −inf (1.2 ms against exp's 0.46 ms on a 1 M block, a part
+    masked). Otherwise ``combine`` applies every option in base e.
+
+    The keys-first layout (``logits.product``) only when bounded: a running
+    max taken along its strided axis and ALiBi's distances (row-major) cost
+    more than its product saves (ALiBi causal [1, 16, 4096, 64]: 1.5× the
+    CPU time).
+    """
+    if base2 and p.mask is None:
+        logits, _ = combine(scores(p, rows, cols, p.factor * LOG2E, keys_first=True), p, rows, cols, inside=True)
+        banded = not inside and (p.options.causal is not None or p.options.window is not None)
+        keep = None if not banded else band_weights(range(p.n_q)[rows], range(p.n_k)[cols], p.n_q, p.n_k,
+                                                     p.options.causal, p.options.window, logits.dtype)  # [r, c]
+        _add(state, logits, p.v[..., cols, :], p, bounded, sure=False, base2=True, keep=keep)
+        return
+    logits, _ = combine(scores(p, rows, cols, p.factor, keys_first=bounded), p, rows, cols, inside)  # [..., r, c]
+    _add(state, logits, p.v[..., cols, :], p, bounded, sure=inside and p.mask is None and p.bias is None)
 
 
 def _halves(p: Problem, rows: slice, cols: slice) -> list[tuple[slice, slice]] | None:
@@ -217,10 +232,9 @@ def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bo
     window and causal, ALiBi, the soft-cap, sinks) depends only on j − i, so
     it is the same for each (no mask or bias here: those depend on i and j).
 
-    ``base2`` (``_base2``): nothing but the band to apply, so the logits are
-    made in base 2 and taken through exp2 with no −inf, then multiplied by
-    the band's 0/1 weights (2-D window 256 at n = 4096: 5.4 ms of CPU
-    against 5.9 ms with the band as −inf and exp).
+    ``base2``: in base 2 through exp2, the band as 0/1 weights, as in
+    ``_block`` (2-D window 256 at n = 4096: 5.4 ms of CPU against 5.9 ms with
+    the band as −inf and exp).
     """
     lo, hi = lo_hi
     width = stack.size + hi - lo  # keys of one block: i0 + lo .. i0 + size − 1 + hi
@@ -229,7 +243,7 @@ def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bo
     rows, cols = slice(stack.start, stack.start + stack.size), slice(stack.start + lo, stack.start + lo + width)
     state = _Rows()
     if base2:
-        logits = product(q, k, p.options.similarity, p.factor * LOG2E)  # [count, ..., size, c] in base 2
+        logits, _ = combine(product(q, k, p.options.similarity, p.factor * LOG2E), p, rows, cols, inside=True)
         keep = band_weights(range(rows.start, rows.stop), range(cols.start, cols.stop), p.n_q, p.n_k,
                             p.options.causal, p.options.window, logits.dtype)  # [size, c] 1 in the band, 0 out
         _add(state, logits, v, p, bounded, sure=False, base2=True, keep=keep)
@@ -288,10 +302,10 @@ def _base2(p: Problem, bounded: bool) -> bool:
     """Whether the logits may be made in base 2 (log2(e) in the factor) and
     taken through exp2: when bounded (no running max, no bias or ALiBi, which
     ``combine`` adds in base e) and with no soft-cap (a tanh of the base-e
-    scores). Only blocks with no −inf go through exp2 (``_attend_rows``).
-    A sink stays in base e: it joins the sum as exp(sink). float32 only:
-    numpy's float64 exp2 is the slower (1.65 ms against exp's 1.06 ms on a
-    1 M block)."""
+    scores). The band is then applied as 0/1 weights after exp2 (``_block``,
+    ``_attend_stack``); a block under a mask keeps exp and −inf. A sink stays
+    in base e: it joins the sum as exp(sink). float32 only: numpy's float64
+    exp2 is the slower (1.65 ms against exp's 1.06 ms on a 1 M block)."""
     return bounded and p.options.softcap is None and p.q.dtype == np.float32
 
 
