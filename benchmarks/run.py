@@ -8,7 +8,8 @@
    (each runs every contender once, in turn, after a pause: ``SETTLE``), and
    the largest difference from attn's output.
    The same on the shapes models run ([B, H, N, D], causal, GQA, a window of
-   256), beside torch SDPA, with the fraction of the machine's sgemm rate.
+   256), beside torch SDPA, with the fraction of the machine's sgemm rate;
+   then what causal and a window spare: attn masked against attn full.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
 3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
 4. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
@@ -218,6 +219,41 @@ def shapes(rounds: int, flex: bool) -> None:
         del outputs
 
 
+# What causal and a window spare: attn's masked kernel against the full one
+# on the same Q, K, V. (label, [n, d], causal, window or None)
+MASKED = [
+    ("causal", (8192, 64), True, None),
+    ("window 256", (4096, 64), False, (256, 0)),
+]
+
+
+def spared(rounds: int) -> None:
+    """The masked kernel against the full one, the two in turn in each round:
+    the best of each, and the median of the rounds' own ratios. The shapes
+    table times the two as rows seconds apart, and its ratio of the two rows
+    swung by ±10 % with the machine between them."""
+    from attncli.core.kernel import blocked
+    from attncli.core.options import AttentionOptions
+
+    print(f"\n## What the mask spares: attn masked against attn full, float32, {rounds} rounds, each in turn\n")
+    print(f"{'case':<12} {'shape':<12} {'masked ms':>10} {'full ms':>8} {'best/best':>10} {'median of ratios':>17}")
+    print("-" * 74)
+    rng = np.random.default_rng(0)
+    for label, shape, causal, window in MASKED:
+        q, k, v = (rng.standard_normal(shape, dtype=np.float32) for _ in range(3))
+        masked = AttentionOptions(causal="top-left" if causal else None, window=window)
+        run_masked = lambda q=q, k=k, v=v, o=masked: blocked(q, k, v, o)  # noqa: E731
+        run_full = lambda q=q, k=k, v=v: blocked(q, k, v)  # noqa: E731
+        ratios, best_masked, best_full = [], math.inf, math.inf
+        for _ in range(rounds):
+            seconds_masked, _ = timed(run_masked)
+            seconds_full, _ = timed(run_full)
+            best_masked, best_full = min(best_masked, seconds_masked), min(best_full, seconds_full)
+            ratios.append(seconds_masked / seconds_full)
+        print(f"{label:<12} {str(list(shape)):<12} {_ms(best_masked):>10} {_ms(best_full):>8} "
+              f"{best_masked / best_full:9.3f}× {statistics.median(ratios):16.3f}×")
+
+
 def _ms(seconds: float) -> str:
     """Milliseconds, with a decimal below 10 ms (the window rows); – when not run."""
     if math.isnan(seconds):
@@ -372,11 +408,13 @@ def machine() -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="n up to 4096, fewer start-up runs")
-    parser.add_argument("--shapes", action="store_true", help="only the table of the shapes models run")
+    parser.add_argument("--shapes", action="store_true",
+                        help="only the table of the shapes models run, and what the mask spares")
     parser.add_argument("--no-flex", action="store_true", help="no FlexAttention column (it compiles for ~20 s a row)")
     args = parser.parse_args()
     machine()
     shapes(2 if args.quick else 3, flex=not args.no_flex)
+    spared(6 if args.quick else 12)
     if args.shapes:
         return
     kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])

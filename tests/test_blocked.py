@@ -199,7 +199,7 @@ def test_stacked_window_blocks_in_base_2_give_the_reference(monkeypatch, setting
 
     weighted = []
     real_weights = kernel.band_weights
-    monkeypatch.setattr(kernel, "band_weights", lambda *a: weighted.append(a) or real_weights(*a))
+    monkeypatch.setattr(kernel, "band_weights", lambda *a, **kw: weighted.append(a) or real_weights(*a, **kw))
     rng = np.random.default_rng(7)
     shapes = ((2, 4, 120, 6), (2, 2, 110, 6), (2, 2, 110, 3))  # GQA; every setting has stacked blocks
     q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
@@ -225,7 +225,7 @@ def test_blocks_the_band_cuts_in_base_2_give_the_reference(monkeypatch, settings
 
     weighted = []
     real_weights = kernel.band_weights
-    monkeypatch.setattr(kernel, "band_weights", lambda *a: weighted.append(a) or real_weights(*a))
+    monkeypatch.setattr(kernel, "band_weights", lambda *a, **kw: weighted.append(a) or real_weights(*a, **kw))
     rng = np.random.default_rng(n_q + n_k)
     shapes = ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3))  # GQA
     q, k, v = (rng.standard_normal(shape).astype(np.float32) for shape in shapes)
@@ -235,6 +235,22 @@ def test_blocks_the_band_cuts_in_base_2_give_the_reference(monkeypatch, settings
         out = attention_blocked(q, k, v, options, query_block=query_block, key_block=key_block, workers=2)
         np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
     assert weighted
+
+
+def test_band_weights_are_the_band_in_the_logits_layout():
+    """The band as 1 and 0, row-major or seen on a [c, r] array (the
+    keys-first logits' layout), read-only, and kept."""
+    from attncli.core.positions import band_allowed, band_weights
+
+    rows, cols = range(8, 16), range(0, 24)
+    allowed = band_allowed(rows, cols, 32, 32, "top-left", (5, 0))
+    plain = band_weights(rows, cols, 32, 32, "top-left", (5, 0), np.float32)
+    first = band_weights(rows, cols, 32, 32, "top-left", (5, 0), np.float32, keys_first=True)
+    np.testing.assert_array_equal(plain, allowed.astype(np.float32))
+    np.testing.assert_array_equal(first, plain)
+    assert plain.flags.c_contiguous and first.T.flags.c_contiguous and first.dtype == np.float32
+    assert not plain.flags.writeable and not first.flags.writeable
+    assert band_weights(rows, cols, 32, 32, "top-left", (5, 0), np.float32, keys_first=True) is first
 
 
 @pytest.mark.parametrize("numbers, parts", [(1, 2 * 3 * 3), (2 * 4 * 6, 2 * 2 * 3), (1 << 20, 2 * 1 * 3)])

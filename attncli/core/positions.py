@@ -91,12 +91,14 @@ def band_allowed(rows: range, cols: range, n_q: int, n_k: int, causal: str | Non
 
 
 def band_weights(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
-                 window: tuple[int, int] | None, dtype: np.dtype) -> np.ndarray:
+                 window: tuple[int, int] | None, dtype: np.dtype, keys_first: bool = False) -> np.ndarray:
     """``band_allowed`` as 1 and 0 in ``dtype``, to multiply exp(logits) by:
-    read-only, kept like it."""
+    read-only, kept like it. ``keys_first``: [r, c] seen on a [c, r] array,
+    the layout of the kernel's keys-first logits, so that the product runs
+    along memory in both."""
     lo, hi = band(n_q, n_k, causal, window)
     shift = cols.start - rows.start
-    return _block(len(rows), len(cols), shift, np.dtype(dtype).str, "weights",
+    return _block(len(rows), len(cols), shift, np.dtype(dtype).str, "weights, keys first" if keys_first else "weights",
                   None if lo is None else lo - shift, None if hi is None else hi - shift)
 
 
@@ -131,6 +133,8 @@ def _new_block(r: int, c: int, shift: int, dtype: str, kind: str, lo: int | None
     allowed = np.ones((r, c), dtype=bool) if hi is None else np.tri(r, c, k=hi, dtype=bool)  # j − i ≤ hi
     if lo is not None:
         allowed &= ~np.tri(r, c, k=lo - 1, dtype=bool)  # not j − i ≤ lo − 1
+    if kind == "weights, keys first":
+        return np.ascontiguousarray(allowed.T, dtype=dtype).T  # [r, c] on [c, r] memory
     return allowed.astype(dtype) if kind == "weights" else allowed
 
 
