@@ -234,8 +234,8 @@ def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bo
     it is the same for each (no mask or bias here: those depend on i and j).
 
     ``base2``: in base 2 through exp2, the band as 0/1 weights, keys first,
-    as in ``_block``. On one thread, 2-D window 256 at n = 4096: 5.4 ms of
-    CPU against 5.9 ms with the band as −inf and exp; window 256 on
+    as in ``_block``. On one thread, 2-D window 256 at n = 4096: 5.6–5.7 ms
+    of CPU against 5.9–6.2 ms with the band as −inf and exp; window 256 on
     [1, 16, 4096, 64]: 85–89 ms keys first against 94–101 ms row-major (the
     stacked products are small: 64 queries × 320 keys × d = 64 a block).
     """
