@@ -93,24 +93,26 @@ def _attend_rows(p: Problem, rows: slice, key_block: int, bounded: bool, base2: 
     never normalised: the caller divides the output by the row sums, n_q·d_v
     divisions instead of n_q·n_k.
 
-    ``base2`` (``_block``): logits in base 2 through exp2, the band as 0/1
-    weights.
+    ``base2`` (``_attend_block``): logits in base 2 through exp2, the band
+    as 0/1 weights.
     """
     state = _Rows()
     for cols, inside in _key_blocks(p, range(rows.start, rows.stop), key_block):
         halves = None if inside or not bounded else _halves(p, rows, cols)
         if halves is None:
-            _block(state, p, rows, cols, inside, bounded, base2)
+            _attend_block(state, p, rows, cols, inside, bounded, base2)
             continue
         _start(state, p, rows)  # the diagonal: each half of the queries against the keys it may see
         assert state.acc is not None and state.total is not None
         for half, keys in halves:
             local = slice(half.start - rows.start, half.stop - rows.start)
-            _block(_Rows(state.acc[..., local, :], state.total[..., local, :]), p, half, keys, False, bounded, base2)
+            sums = _Rows(state.acc[..., local, :], state.total[..., local, :])  # views: the half's rows of the block
+            _attend_block(sums, p, half, keys, False, bounded, base2)
     return state
 
 
-def _block(state: _Rows, p: Problem, rows: slice, cols: slice, inside: bool, bounded: bool, base2: bool) -> None:
+def _attend_block(state: _Rows, p: Problem, rows: slice, cols: slice, inside: bool, bounded: bool,
+                  base2: bool) -> None:
     """One block of queries against one block of keys, added to ``state``;
     ``inside``: every query of the block sees every key of it.
 
@@ -234,10 +236,11 @@ def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bo
     it is the same for each (no mask or bias here: those depend on i and j).
 
     ``base2``: in base 2 through exp2, the band as 0/1 weights, keys first,
-    as in ``_block``. On one thread, 2-D window 256 at n = 4096: 5.6–5.7 ms
-    of CPU against 5.9–6.2 ms with the band as −inf and exp; window 256 on
-    [1, 16, 4096, 64]: 85–89 ms keys first against 94–101 ms row-major (the
-    stacked products are small: 64 queries × 320 keys × d = 64 a block).
+    as in ``_attend_block``. On one thread, 2-D window 256 at n = 4096:
+    5.6–5.7 ms of CPU against 5.9–6.2 ms with the band as −inf and exp;
+    window 256 on [1, 16, 4096, 64]: 85–89 ms keys first against 94–101 ms
+    row-major (the stacked products are small: 64 queries × 320 keys ×
+    d = 64 a block).
     """
     lo, hi = lo_hi
     width = stack.size + hi - lo  # keys of one block: i0 + lo .. i0 + size − 1 + hi
@@ -306,8 +309,8 @@ def _base2(p: Problem, bounded: bool) -> bool:
     """Whether the logits may be made in base 2 (log2(e) in the factor) and
     taken through exp2: when bounded (no running max, no bias or ALiBi, which
     ``combine`` adds in base e) and with no soft-cap (a tanh of the base-e
-    scores). The band is then applied as 0/1 weights after exp2 (``_block``,
-    ``_attend_stack``); a block under a mask keeps exp and −inf. A sink stays
+    scores). The band is then applied as 0/1 weights after exp2
+    (``_attend_block``, ``_attend_stack``); a block under a mask keeps exp and −inf. A sink stays
     in base e: it joins the sum as exp(sink). float32 only: numpy's float64
     exp2 is the slower (1.65 ms against exp's 1.06 ms on a 1 M block)."""
     return bounded and p.options.softcap is None and p.q.dtype == np.float32
