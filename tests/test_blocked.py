@@ -214,7 +214,8 @@ def test_stacked_window_blocks_in_base_2_give_the_reference(monkeypatch, setting
 
 @pytest.mark.parametrize("settings", [{"causal": "top-left"}, {"causal": "bottom-right"}, {"window": (3, 2)},
                                       {"causal": "top-left", "window": (9, 0)},
-                                      {"causal": "top-left", "sinks": np.array([0.5, -1.0, 2.0, 0.0])}], ids=str)
+                                      {"causal": "top-left", "sinks": np.array([0.5, -1.0, 2.0, 0.0])},
+                                      {"window": (4, 4), "similarity": "cosine", "temperature": 0.5}], ids=str)
 @pytest.mark.parametrize("n_q, n_k", [(40, 40), (30, 50), (50, 30)])
 def test_blocks_the_band_cuts_in_base_2_give_the_reference(monkeypatch, settings, n_q, n_k):
     """float32 with small logits: key blocks the band cuts (causal's diagonal
