@@ -67,8 +67,10 @@ print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)  # KiB on Linux
 # sleep; whatever runs next shares the cores with them. Measured on
 # [4, 8, 512, 64]: attn took 20–23 ms right after torch and 17–19 ms right
 # after itself; with OMP_WAIT_POLICY=PASSIVE, or 10 ms or more between
-# calls, the two agree. 2 ms was not enough.
-SETTLE = 0.05
+# calls, the two agree (2 ms was not enough). Longer pauses let idle cores
+# sleep deeper, which short calls pay for: the 2-D window (4 ms) took
+# 3.80–3.90 ms after 20 ms of quiet, 4.17–4.20 ms after 50 ms.
+SETTLE = 0.02
 
 
 # The shapes table: a row runs at least ``rounds`` rounds, and more, up to
