@@ -135,15 +135,24 @@ def _attend_block(state: _Rows, p: Problem, rows: slice, cols: slice, inside: bo
     CPU time).
     """
     if base2 and p.mask is None:
-        logits, _ = combine(scores(p, rows, cols, p.factor * LOG2E, keys_first=True), p, rows, cols, inside=True)
         banded = not inside and (p.options.causal is not None or p.options.window is not None)
-        keep = None if not banded else band_weights(range(p.n_q)[rows], range(p.n_k)[cols], p.n_q, p.n_k,
-                                                     p.options.causal, p.options.window, logits.dtype,
-                                                     keys_first=True)  # [r, c], laid out as the logits are
-        _add(state, logits, p.v[..., cols, :], p, bounded, sure=False, base2=True, keep=keep)
+        _add_base2(state, p.q[..., rows, :], p.k[..., cols, :], p.v[..., cols, :], p, rows, cols, banded)
         return
     logits, _ = combine(scores(p, rows, cols, p.factor, keys_first=bounded), p, rows, cols, inside)  # [..., r, c]
     _add(state, logits, p.v[..., cols, :], p, bounded, sure=inside and p.mask is None and p.bias is None)
+
+
+def _add_base2(state: _Rows, qb: np.ndarray, kb: np.ndarray, vb: np.ndarray, p: Problem, rows: slice,
+               cols: slice, banded: bool) -> None:
+    """``_add`` of a block made in base 2 and keys first (``_attend_block``):
+    queries [..., r, d_k] against keys [..., c, d_k] and values [..., c, d_v],
+    the band's 0/1 weights of ``rows`` × ``cols`` multiplied in when ``banded``."""
+    logits, _ = combine(product(qb, kb, p.options.similarity, p.factor * LOG2E, keys_first=True), p, rows, cols,
+                        inside=True)  # [..., r, c] in base 2, laid out keys first
+    keep = None if not banded else band_weights(range(p.n_q)[rows], range(p.n_k)[cols], p.n_q, p.n_k,
+                                                 p.options.causal, p.options.window, logits.dtype,
+                                                 keys_first=True)  # [r, c] 1 or 0, laid out as the logits are
+    _add(state, logits, vb, p, True, sure=False, base2=True, keep=keep)
 
 
 def _halves(p: Problem, rows: slice, cols: slice) -> list[tuple[slice, slice]] | None:
@@ -254,11 +263,7 @@ def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bo
     rows, cols = slice(stack.start, stack.start + stack.size), slice(stack.start + lo, stack.start + lo + width)
     state = _Rows()
     if base2:
-        logits, _ = combine(product(q, k, p.options.similarity, p.factor * LOG2E, keys_first=True), p, rows, cols,
-                            inside=True)  # [count, ..., size, c] in base 2, laid out keys first
-        keep = band_weights(range(rows.start, rows.stop), range(cols.start, cols.stop), p.n_q, p.n_k,
-                            p.options.causal, p.options.window, logits.dtype, keys_first=True)  # [size, c] 1 or 0
-        _add(state, logits, v, p, bounded, sure=False, base2=True, keep=keep)
+        _add_base2(state, q, k, v, p, rows, cols, banded=True)
         return state
     logits, _ = combine(product(q, k, p.options.similarity, p.factor), p, rows, cols)  # [count, ..., size, c]
     _add(state, logits, v, p, bounded, sure=False)  # the band's edges are −inf here: exp, not exp2

@@ -84,10 +84,7 @@ def band_allowed(rows: range, cols: range, n_q: int, n_k: int, causal: str | Non
     right)`` exactly: i + n_k − n_q − left ≤ j ≤ i + n_k − n_q + right,
     inclusive; −1 leaves a side open. Like ``distance``, a block depends only
     on j − i: read-only, worked out once for each shape and offset."""
-    lo, hi = band(n_q, n_k, causal, window)
-    shift = cols.start - rows.start  # j − i = (local j − local i) + shift
-    return _block(len(rows), len(cols), shift, "bool", "band",
-                  None if lo is None else lo - shift, None if hi is None else hi - shift)
+    return _band_block(rows, cols, n_q, n_k, causal, window, "bool", "band")
 
 
 def band_weights(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
@@ -96,9 +93,16 @@ def band_weights(rows: range, cols: range, n_q: int, n_k: int, causal: str | Non
     read-only, kept like it. ``keys_first``: [r, c] seen on a [c, r] array,
     the layout of the kernel's keys-first logits, so that the product runs
     along memory in both."""
+    return _band_block(rows, cols, n_q, n_k, causal, window, np.dtype(dtype).str,
+                       "weights, keys first" if keys_first else "weights")
+
+
+def _band_block(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
+                window: tuple[int, int] | None, dtype: str, kind: str) -> np.ndarray:
+    """The band lo ≤ j − i ≤ hi over a block, as ``kind``, in local indices."""
     lo, hi = band(n_q, n_k, causal, window)
-    shift = cols.start - rows.start
-    return _block(len(rows), len(cols), shift, np.dtype(dtype).str, "weights, keys first" if keys_first else "weights",
+    shift = cols.start - rows.start  # j − i = (local j − local i) + shift
+    return _block(len(rows), len(cols), shift, dtype, kind,
                   None if lo is None else lo - shift, None if hi is None else hi - shift)
 
 
