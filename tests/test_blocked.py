@@ -363,6 +363,60 @@ def test_every_worker_thread_runs_even_after_a_tiny_first_call():
     map_blocks(lambda block: both.wait(timeout=10), [0, 1], 2, None)  # BrokenBarrierError with one thread
 
 
+def test_an_error_drops_the_blocks_not_yet_started():
+    """With no progress to report, the calling thread waits once for every
+    block, but a block's error ends the wait: it is raised, and the blocks
+    not yet started never run."""
+    import time
+
+    from attncli.core.parallel import map_blocks
+
+    ran = []
+
+    def fn(block):
+        if block == 0:
+            raise ValueError("block 0")
+        time.sleep(0.01)
+        ran.append(block)
+
+    with pytest.raises(ValueError, match="block 0"):
+        map_blocks(fn, list(range(100)), 2, None)
+    assert len(ran) < 10
+
+
+@pytest.mark.parametrize("heads, edge", [(1, 256), (16, 128)])
+def test_window_ends_go_as_few_blocks_and_stacks_share_out(monkeypatch, heads, edge):
+    """Under a window of 256 (query blocks of 64), the first 256 queries, which
+    no stack takes, go as blocks of up to QUERY_BLOCK rows holding at most
+    BLOCK_NUMBERS logits (16 heads × 128 rows × 385 keys), not one block of
+    64 each; the stacks come in a multiple of the workers and take every
+    other query once. The float64 reference's numbers."""
+    from attncli.core import kernel
+    from attncli.core.options import AttentionOptions
+
+    seen = []
+    real_map = kernel.map_blocks
+
+    def map_blocks(fn, blocks, workers, progress):
+        seen.extend(block[2] for block in blocks)
+        real_map(fn, blocks, workers, progress)
+
+    monkeypatch.setattr(kernel, "map_blocks", map_blocks)
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.standard_normal((heads, 1024, 16)).astype(np.float32) for _ in range(3))
+    options = AttentionOptions(window=(256, 0))
+    expected = attention(q.astype(np.float64), k.astype(np.float64), v.astype(np.float64), options)[0]
+    for workers in (1, 2, 3):
+        seen.clear()
+        out = attention_blocked(q, k, v, options, workers=workers)
+        np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
+        ends = sorted((b.start, b.stop) for b in seen if isinstance(b, slice))
+        stacks = [b for b in seen if isinstance(b, kernel._Stack)]
+        assert ends == [(i, i + edge) for i in range(0, 256, edge)]
+        assert len(stacks) % workers == 0 and all(s.size == 64 for s in stacks)
+        assert sorted(i for s in stacks for i in range(s.start, s.start + s.count * s.size)) == list(range(256, 1024))
+
+
 def test_keys_first_product_is_the_same_product():
     """The kernel's scores made as (K Q^T)^T: the same numbers, seen as [..., r, c]."""
     from attncli.core.logits import product

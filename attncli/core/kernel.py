@@ -17,7 +17,7 @@ import numpy as np
 
 from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, product, scores
 from attncli.core.options import AttentionOptions
-from attncli.core.parallel import map_blocks
+from attncli.core.parallel import map_blocks, worker_count
 from attncli.core.positions import band, band_weights, seen_by_all, visible_keys
 
 # Block sizes of the kernel. Work is cut over batch × K/V heads × blocks of
@@ -32,10 +32,12 @@ from attncli.core.positions import band, band_weights, seen_by_all, visible_keys
 # blocks are W / 4 (32 to 256): a block computes its W + W / 4 keys, little
 # more than the W each query sees, and the blocks whose keys all exist go
 # many to one product (_Stack), so that small blocks cost no Python each:
-# up to STACK_NUMBERS logits a stack. Half a block's: the 2-D window 256 at
-# n = 4096 is then 3 stacks rather than 2, which share out better over two
-# cores beside its 4 edge blocks (3.53–3.62 ms against 3.83–3.86, medians
-# 4–7 % lower, and 4–6 % on [1, 16, 4096, 64]).
+# up to STACK_NUMBERS logits a stack (half a block's), and as many stacks as
+# a multiple of the workers, so that each gets as many. The queries no stack
+# takes (a window's first W) go in blocks of up to QUERY_BLOCK (_edge_rows).
+# The 2-D window 256 at n = 4096 is then 4 stacks and 1 block of 256
+# queries, where it was 3 stacks and 4 blocks of 64: 0.87–0.92× the time
+# (benchmarks/README.md, fifth round).
 QUERY_BLOCK = 256
 KEY_BLOCK = 1024
 BLOCK_NUMBERS = 1 << 20
@@ -289,12 +291,39 @@ def _inner_blocks(p: Problem, size: int, lo: int, hi: int) -> range:
     return range(first, last + 1, size) if last >= first else range(0)
 
 
-def _stacks(inner: range, size: int, most: int) -> list[_Stack]:
-    """The inner blocks in stacks of about equal counts, at most ``most`` blocks each."""
+def _unstacked(n_q: int, inner: range, size: int, edge: int) -> list[slice]:
+    """The query blocks no stack takes: blocks of ``size`` when nothing is
+    stacked; else the rows before and after the stacks, in blocks of up to
+    ``edge`` rows (``_edge_rows``)."""
+    if not inner:
+        return [slice(i, min(i + size, n_q)) for i in range(0, n_q, size)]
+    runs = ((0, inner.start), (inner[-1] + size, n_q))
+    return [slice(i, min(i + edge, stop)) for start, stop in runs for i in range(start, stop, edge)]
+
+
+def _edge_rows(heads: int, size: int, width: int, key_block: int) -> int:
+    """Rows of a query block at the ends of a window (those no stack takes):
+    ``size`` doubled up to QUERY_BLOCK while a part's block of logits, ``heads``
+    × rows × its keys (at most rows − size + ``width``, ``key_block`` at a
+    time), stays within BLOCK_NUMBERS. The ends are a few blocks, each of
+    which costs Python far more than its arithmetic: 2-D window 256 at
+    n = 4096, its 256 first queries as 1 block rather than 4 of 64."""
+    rows = size
+    while 2 * rows <= QUERY_BLOCK and heads * 2 * rows * min(key_block, 2 * rows - size + width) <= BLOCK_NUMBERS:
+        rows *= 2
+    return rows
+
+
+def _stacks(inner: range, size: int, most: int, share: int = 1) -> list[_Stack]:
+    """The inner blocks in stacks of about equal counts, at most ``most`` blocks
+    each, as many stacks as a multiple of ``share`` (the workers) when there
+    are blocks enough, so that every worker gets as many."""
     n = len(inner)
     if n == 0:
         return []
-    count = -(-n // -(-n // max(1, most)))  # n split evenly into ⌈n / most⌉ stacks
+    stacks = -(-n // max(1, most))  # ⌈n / most⌉
+    stacks = min(n, -(-stacks // share) * share)
+    count = -(-n // stacks)  # blocks a stack: n split evenly
     return [_Stack(inner[b], min(count, n - b), size) for b in range(0, n, count)]
 
 
@@ -382,11 +411,14 @@ def blocked(
         stacked = lo, hi
     inner = range(0) if stacked is None else _inner_blocks(p, query_block, *stacked)  # their starts
     blocks: list[tuple[tuple[slice, ...], Problem, slice | _Stack]] = []
+    share = worker_count(workers)
     for where, part in p.heads(together):
-        blocks += [(where, part, slice(i, min(i + query_block, p.n_q)))
-                   for i in range(0, p.n_q, query_block) if i not in inner]
-        per_block = math.prod(part.logits_shape[:-2]) * query_block * keys  # logits of one query block of the part
-        blocks += [(where, part, stack) for stack in _stacks(inner, query_block, STACK_NUMBERS // max(1, per_block))]
+        heads = math.prod(part.logits_shape[:-2])
+        edge = _edge_rows(heads, query_block, keys, key_block)  # rows of the blocks no stack takes
+        blocks += [(where, part, rows) for rows in _unstacked(p.n_q, inner, query_block, edge)]
+        per_block = heads * query_block * keys  # logits of one query block of the part
+        most = STACK_NUMBERS // max(1, per_block)  # query blocks a stack
+        blocks += [(where, part, stack) for stack in _stacks(inner, query_block, most, share)]
     # Costliest first (causal: the bottom query blocks see the most keys), so
     # that the last blocks the pool hands out are small and no core waits
     # long for the other at the end (measured: 2.4–7.7 ms of one core idle
