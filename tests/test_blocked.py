@@ -386,10 +386,10 @@ def test_an_error_drops_the_blocks_not_yet_started():
 
 @pytest.mark.parametrize("heads, edge", [(1, 256), (16, 128)])
 def test_window_ends_go_as_few_blocks_and_stacks_share_out(monkeypatch, heads, edge):
-    """Under a window of 256 (query blocks of 64), the first 256 queries, which
+    """Under a window of 256 (query blocks of 32), the first 256 queries, which
     no stack takes, go as blocks of up to QUERY_BLOCK rows holding at most
     BLOCK_NUMBERS logits (16 heads × 128 rows × 385 keys), not one block of
-    64 each; the stacks come in a multiple of the workers and take every
+    32 each; the stacks come in a multiple of the workers and take every
     other query once. The float64 reference's numbers."""
     from attncli.core import kernel
     from attncli.core.options import AttentionOptions
@@ -413,7 +413,7 @@ def test_window_ends_go_as_few_blocks_and_stacks_share_out(monkeypatch, heads, e
         ends = sorted((b.start, b.stop) for b in seen if isinstance(b, slice))
         stacks = [b for b in seen if isinstance(b, kernel._Stack)]
         assert ends == [(i, i + edge) for i in range(0, 256, edge)]
-        assert len(stacks) % workers == 0 and all(s.size == 64 for s in stacks)
+        assert len(stacks) % workers == 0 and all(s.size == 32 for s in stacks)
         assert sorted(i for s in stacks for i in range(s.start, s.start + s.count * s.size)) == list(range(256, 1024))
 
 

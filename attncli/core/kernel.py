@@ -29,15 +29,16 @@ from attncli.core.positions import band, band_weights, seen_by_all, visible_keys
 # about workers · BLOCK_NUMBERS numbers, whatever B, H, n_q and n_k are.
 # Blocks of 256 × 1024 keep the work that causal attention cannot skip (the
 # diagonal's partly masked blocks) small. Under a window of W keys, query
-# blocks are W / 4 (32 to 256): a block computes its W + W / 4 keys, little
-# more than the W each query sees, and the blocks whose keys all exist go
-# many to one product (_Stack), so that small blocks cost no Python each:
-# up to STACK_NUMBERS logits a stack (half a block's), and as many stacks as
-# a multiple of the workers, so that each gets as many. The queries no stack
-# takes (a window's first W) go in blocks of up to QUERY_BLOCK (_edge_rows).
-# The 2-D window 256 at n = 4096 is then 4 stacks and 1 block of 256
-# queries, where it was 3 stacks and 4 blocks of 64: 0.87–0.92× the time
-# (benchmarks/README.md, fifth round).
+# blocks are W / 8 (32 to 256; _window_query_block): a block computes its
+# W + W / 8 keys, little more than the W each query sees, and the blocks
+# whose keys all exist go many to one product (_Stack), so that small blocks
+# cost no Python each: up to STACK_NUMBERS logits a stack (half a block's),
+# and as many stacks as a multiple of the workers, so that each gets as
+# many. The queries no stack takes (a window's first W) go in blocks of up
+# to QUERY_BLOCK (_edge_rows). The 2-D window 256 at n = 4096 was 3 stacks
+# and 4 blocks of 64 queries; it is now 4 stacks and 1 block of 256
+# (0.87–0.92× the time), in query blocks of 32 rather than 64 (0.92×, and
+# 0.80× on [1, 16, 4096, 64]; benchmarks/README.md, fifth round).
 QUERY_BLOCK = 256
 KEY_BLOCK = 1024
 BLOCK_NUMBERS = 1 << 20
@@ -291,6 +292,17 @@ def _inner_blocks(p: Problem, size: int, lo: int, hi: int) -> range:
     return range(first, last + 1, size) if last >= first else range(0)
 
 
+def _window_query_block(span: int, key_block: int) -> int:
+    """Queries a block under a window of ``span`` keys: span / 8 (32 to
+    QUERY_BLOCK) when its keys, size + span − 1, fit in a key block, so that
+    the blocks can be stacked; else span / 4, as a block then goes key block
+    by key block. Measured (fifth round): span / 8 takes 0.73–1.00× the
+    time of span / 4 for W = 256 to 896 at n = 4096, d = 64 and 128; at
+    W = 1024 it would no longer stack, and took 1.4× the time in 2-D."""
+    eighth = min(QUERY_BLOCK, max(32, span // 8))
+    return eighth if eighth + span - 1 <= key_block else min(QUERY_BLOCK, max(32, span // 4))
+
+
 def _unstacked(n_q: int, inner: range, size: int, edge: int) -> list[slice]:
     """The query blocks no stack takes: blocks of ``size`` when nothing is
     stacked; else the rows before and after the stacks, in blocks of up to
@@ -323,8 +335,9 @@ def _stacks(inner: range, size: int, most: int, share: int = 1) -> list[_Stack]:
         return []
     stacks = -(-n // max(1, most))  # ⌈n / most⌉
     stacks = min(n, -(-stacks // share) * share)
-    count = -(-n // stacks)  # blocks a stack: n split evenly
-    return [_Stack(inner[b], min(count, n - b), size) for b in range(0, n, count)]
+    counts = [n // stacks + (s < n % stacks) for s in range(stacks)]  # n split evenly: counts differ by 1 at most
+    starts = [sum(counts[:s]) for s in range(stacks)]
+    return [_Stack(inner[b], count, size) for b, count in zip(starts, counts, strict=True)]
 
 
 def _logit_bound(p: Problem) -> float:
@@ -398,7 +411,7 @@ def blocked(
     # Causal and the window: the keys j of query i are i + lo <= j <= i + hi (None: open).
     lo, hi = band(p.n_q, p.n_k, p.options.causal, p.options.window)
     span = None if lo is None or hi is None else max(1, hi - lo + 1)  # keys a query sees under a window
-    query_block = max(1, query_block or (QUERY_BLOCK if span is None else min(QUERY_BLOCK, max(32, span // 4))))
+    query_block = max(1, query_block or (QUERY_BLOCK if span is None else _window_query_block(span, key_block)))
     # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
     keys = min(key_block, p.n_k, p.n_k if span is None else query_block + span)  # a query block's widest key block
     each = p.group * min(query_block, p.n_q) * keys  # logits of one head's block
