@@ -256,8 +256,8 @@ def _attend_stack(p: Problem, stack: _Stack, lo_hi: tuple[int, int], bounded: bo
     as in ``_attend_block``. On one thread, 2-D window 256 at n = 4096:
     5.6–5.7 ms of CPU against 5.9–6.2 ms with the band as −inf and exp;
     window 256 on [1, 16, 4096, 64]: 85–89 ms keys first against 94–101 ms
-    row-major (the stacked products are small: 64 queries × 320 keys ×
-    d = 64 a block).
+    row-major (the stacked products are small: then 64 queries × 320 keys ×
+    d = 64 a block; 32 × 288 since).
     """
     lo, hi = lo_hi
     width = stack.size + hi - lo  # keys of one block: i0 + lo .. i0 + size − 1 + hi
@@ -319,7 +319,7 @@ def _edge_rows(heads: int, size: int, width: int, key_block: int) -> int:
     × rows × its keys (at most rows − size + ``width``, ``key_block`` at a
     time), stays within BLOCK_NUMBERS. The ends are a few blocks, each of
     which costs Python far more than its arithmetic: 2-D window 256 at
-    n = 4096, its 256 first queries as 1 block rather than 4 of 64."""
+    n = 4096, its 256 first queries as 1 block rather than 8 of 32."""
     rows = size
     while 2 * rows <= QUERY_BLOCK and heads * 2 * rows * min(key_block, 2 * rows - size + width) <= BLOCK_NUMBERS:
         rows *= 2
