@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 
@@ -336,7 +337,7 @@ def _stacks(inner: range, size: int, most: int, share: int = 1) -> list[_Stack]:
     stacks = -(-n // max(1, most))  # ⌈n / most⌉
     stacks = min(n, -(-stacks // share) * share)
     counts = [n // stacks + (s < n % stacks) for s in range(stacks)]  # n split evenly: counts differ by 1 at most
-    starts = [sum(counts[:s]) for s in range(stacks)]
+    starts = accumulate(counts[:-1], initial=0)  # 0, c0, c0 + c1, ...
     return [_Stack(inner[b], count, size) for b, count in zip(starts, counts, strict=True)]
 
 
