@@ -406,6 +406,23 @@ def blocked(
     after each query block, from the calling thread.
     """
     p = prepare(q, k, v, options or AttentionOptions())
+    return p.ungroup(forward(p, query_block=query_block, key_block=key_block, workers=workers, progress=progress))
+
+
+def forward(
+    p: Problem,
+    *,
+    query_block: int | None = None,
+    key_block: int | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    lse: np.ndarray | None = None,
+) -> np.ndarray:
+    """``blocked`` on a prepared problem -> the output [..., n_q, d_v], grouped
+    as ``p`` is. ``lse`` [..., n_q, 1] (``p.logits_shape[:-1] + (1,)``), when
+    given, is filled with each row's log-sum-exp, log(Σ_j exp(logit_j) + exp(sink)),
+    what the backward pass recomputes the weights from (``grad``): −inf for a
+    row that may attend to nothing (and has no sink)."""
     bounded = _logit_bound(p) <= _exp_safe(p.q.dtype)  # then no running max is needed
     base2 = _base2(p, bounded)
     key_block = max(1, key_block or KEY_BLOCK)
@@ -442,20 +459,41 @@ def blocked(
 
     def attend(block: tuple[tuple[slice, ...], Problem, slice | _Stack]) -> None:
         where, part, rows = block
+        out = _rows_of(output, where, rows)  # [..., r, d_v] a view ([count, ..., size, d_v] for a stack)
         if isinstance(rows, _Stack):
             assert stacked is not None
             state = _attend_stack(part, rows, stacked, bounded, base2)
-            span_of_rows = slice(rows.start, rows.start + rows.count * rows.size)
-            out = output[where + (..., span_of_rows, EVERYTHING)]  # [..., count · size, d_v] a view
-            out = np.moveaxis(out.reshape(*out.shape[:-2], rows.count, rows.size, out.shape[-1]), -3, 0)
         else:
             state = _attend_rows(part, rows, key_block, bounded, base2)
-            out = output[where + (..., rows, EVERYTHING)]  # [..., r, d_v] a view
         if state.acc is None or state.total is None:  # no keys to see: nothing to attend to
             out[...] = 0
         else:
             _normalise(state.acc, state.total, out)
         check_output(out)  # here, on every core, rather than over the whole output after
+        if lse is not None:
+            _log_sum_exp(state, _rows_of(lse, where, rows), part.sinks)
 
     map_blocks(attend, blocks, workers, progress)
-    return p.ungroup(output)
+    return output
+
+
+def _rows_of(m: np.ndarray, where: tuple[slice, ...], rows: slice | _Stack) -> np.ndarray:
+    """The view of m [..., n_q, m] that a block of work writes: [..., r, m], or
+    [count, ..., size, m] for a stack, as its state is laid out."""
+    if not isinstance(rows, _Stack):
+        return m[where + (..., rows, EVERYTHING)]
+    whole = slice(rows.start, rows.start + rows.count * rows.size)
+    span = m[where + (..., whole, EVERYTHING)]  # [..., count · size, m]
+    return np.moveaxis(span.reshape(*span.shape[:-2], rows.count, rows.size, span.shape[-1]), -3, 0)
+
+
+def _log_sum_exp(state: _Rows, out: np.ndarray, sinks: np.ndarray | None) -> None:
+    """out = log(total) + ref, each row's log(Σ exp(logit) + exp(sink)), in place:
+    [..., r, 1]; −inf (log 0) for a row that may attend to nothing and has no sink."""
+    if state.total is None:  # no keys to see: the sink alone, if any
+        out[...] = -np.inf if sinks is None else sinks
+        return
+    with np.errstate(divide="ignore"):
+        np.log(state.total, out=out)
+    if state.peak is not None:
+        out += np.where(np.isfinite(state.peak), state.peak, 0.0)  # the ref _add took the sums from
