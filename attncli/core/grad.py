@@ -479,6 +479,8 @@ def _sum_to(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     extra = x.ndim - len(shape)
     if extra > 0:
         x = x.sum(axis=tuple(range(extra)))
+    elif extra < 0:  # an input with more axes of 1 than the result has axes (one sink for a 2-D problem)
+        x = x.reshape((1,) * -extra + x.shape)
     axes = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
     if axes:
         x = x.sum(axis=axes, keepdims=True)

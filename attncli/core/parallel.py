@@ -22,10 +22,14 @@ once per process and kept: starting two threads costs about 0.2 ms and
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, nullcontext
-from functools import cache
-from typing import Any
+from functools import cache, wraps
+from typing import Any, ParamSpec, TypeVar
+
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
 
 
 def map_blocks(fn, blocks: list, workers: int | None, progress) -> None:
@@ -107,6 +111,18 @@ def blas_held(workers: int | None) -> AbstractContextManager[Any]:
     for library in controller.select(user_api="blas").lib_controllers:  # the current count, read live
         limits[library.prefix] = min(most, library.num_threads, limits.get(library.prefix, most))
     return controller.limit(limits=limits) if limits else nullcontext()
+
+
+def on_attn_threads(fn: Callable[Params, Result]) -> Callable[Params, Result]:
+    """``fn`` with BLAS held to attn's threads while it runs (``blas_held(None)``:
+    every core), for a computation on whole matrices."""
+
+    @wraps(fn)
+    def held(*args: Params.args, **kwargs: Params.kwargs) -> Result:
+        with blas_held(None):
+            return fn(*args, **kwargs)
+
+    return held
 
 
 @cache
