@@ -1,4 +1,4 @@
-"""The blocked backward (core/grad.py, FlashAttention-2's): the same gradients
+"""The blocked backward (core/grad_blocks.py, FlashAttention-2's): the same gradients
 as the whole closed form on every option, in blocks small enough that there
 are many; the blocks the causal triangle and the window forbid are never
 visited; the forward kernel's log-sum-exp it starts from."""
@@ -6,7 +6,7 @@ visited; the forward kernel's log-sum-exp it starts from."""
 import numpy as np
 import pytest
 
-import attncli.core.grad as grad
+import attncli.core.grad_blocks as gb
 from attncli import AttentionOptions, attention_grad
 from attncli.core.options import Rope
 
@@ -92,7 +92,7 @@ SHAPES = {"n_q < n_k": (37, 45), "n_q > n_k": (45, 37)}
 @pytest.mark.parametrize("shape", list(SHAPES))
 @pytest.mark.parametrize("heads", [(2, 2), (4, 2)], ids=["mha", "gqa"])
 def test_blocked_backward_is_the_whole_one_in_many_blocks(name, shape, heads, monkeypatch):
-    monkeypatch.setattr(grad, "SMALLEST_ROWS", 2)  # the band's blocks cut in halves of queries, as at full size
+    monkeypatch.setattr(gb, "SMALLEST_ROWS", 2)  # the band's blocks cut in halves of queries, as at full size
     n_q, n_k = SHAPES[shape]
     q, k, v, dout = problem(len(name) + n_q, *heads, n_q=n_q, n_k=n_k)
     options = options_for(name, heads[0], n_q, n_k)
@@ -105,8 +105,8 @@ def test_blocked_backward_is_the_whole_one_in_many_blocks(name, shape, heads, mo
 def test_one_head_goes_in_key_ranges_and_the_sums_do_not_depend_on_the_workers(name, monkeypatch):
     """2-D inputs are one part: its keys go in UNITS ranges, each with a dQ of its own, added up in order."""
     units = []
-    original = grad._units
-    monkeypatch.setattr(grad, "_units", lambda *a: units.append(original(*a)) or units[-1])
+    original = gb._units
+    monkeypatch.setattr(gb, "_units", lambda *a: units.append(original(*a)) or units[-1])
     rng = np.random.default_rng(4)
     n_q, n_k = 70, 90
     q, k, v, dout = rng.normal(size=(n_q, 8)), rng.normal(size=(n_k, 8)), rng.normal(size=(n_k, 6)), \
@@ -120,7 +120,7 @@ def test_one_head_goes_in_key_ranges_and_the_sums_do_not_depend_on_the_workers(n
     options = AttentionOptions(**settings)
     one = attention_grad(q, k, v, dout, options, block=8, workers=1).named()
     two = attention_grad(q, k, v, dout, options, block=8, workers=2).named()
-    assert len(units[0]) == grad.UNITS and sorted(unit.key_range for unit in units[0]) == list(range(grad.UNITS))
+    assert len(units[0]) == gb.UNITS and sorted(unit.key_range for unit in units[0]) == list(range(gb.UNITS))
     for key in one:
         if key != "dbias":  # a bias shared by the key ranges is added to in the order the threads come
             np.testing.assert_array_equal(two[key], one[key], err_msg=key)
@@ -156,17 +156,17 @@ BANDS = {
 @pytest.mark.parametrize("band", list(BANDS))
 @pytest.mark.parametrize("smallest", [2, 1000], ids=["halves", "whole blocks"])
 def test_blocks_the_band_forbids_are_never_visited(band, smallest, monkeypatch):
-    monkeypatch.setattr(grad, "SMALLEST_ROWS", smallest)
+    monkeypatch.setattr(gb, "SMALLEST_ROWS", smallest)
     n_q, n_k, causal, window = BANDS[band]
     allowed = allowed_pairs(n_q, n_k, causal, window)
     visits = []
-    original = grad._backward_block
+    original = gb._backward_block
 
     def counted(p, rows, cols, inside, *rest):
         visits.append((rows, cols, inside))
         return original(p, rows, cols, inside, *rest)
 
-    monkeypatch.setattr(grad, "_backward_block", counted)
+    monkeypatch.setattr(gb, "_backward_block", counted)
     rng = np.random.default_rng(9)
     q, k, v, dout = rng.normal(size=(n_q, 8)), rng.normal(size=(n_k, 8)), rng.normal(size=(n_k, 4)), \
         rng.normal(size=(n_q, 4))
@@ -188,7 +188,7 @@ def test_blocks_the_band_forbids_are_never_visited(band, smallest, monkeypatch):
 
 
 def test_causal_visits_about_half_the_blocks_of_full():
-    plan = grad._block_plan
+    plan = gb._block_plan
     from attncli.core.logits import prepare
 
     x = np.zeros((1024, 8))
@@ -208,13 +208,13 @@ def test_gqa_shares_k_and_v_with_every_query_head_of_its_group(monkeypatch):
     one product sums dK and dV over the group."""
     q, k, v, dout = problem(6, 8, 2, n_q=20, n_k=24)
     seen = []
-    original = grad._backward_part
+    original = gb._backward_part
 
     def watched(unit, qm, km, vm, *rest):
         seen.append((np.shares_memory(km, k), np.shares_memory(vm, v), unit.part.group))
         return original(unit, qm, km, vm, *rest)
 
-    monkeypatch.setattr(grad, "_backward_part", watched)
+    monkeypatch.setattr(gb, "_backward_part", watched)
     options = AttentionOptions(causal="bottom-right")
     got = attention_grad(q, k, v, dout, options, block=8).named()
     assert seen and all(seen_k and seen_v and group == 4 for seen_k, seen_v, group in seen)

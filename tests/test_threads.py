@@ -46,16 +46,16 @@ def test_the_kernel_holds_blas_to_one_thread_in_its_blocks(workers, blas_at_3):
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_the_blocked_backward_holds_blas_to_one_thread_in_its_blocks(workers, blas_at_3, monkeypatch):
-    import attncli.core.grad as grad
+    import attncli.core.grad_blocks as blocks
 
     seen = []
-    original = grad._backward_block
+    original = blocks._backward_block
 
     def watched(*args):
         seen.append(blas_threads())
         return original(*args)
 
-    monkeypatch.setattr(grad, "_backward_block", watched)
+    monkeypatch.setattr(blocks, "_backward_block", watched)
     q, k, v, dout = inputs(n=40)
     attention_grad(q, k, v, dout, AttentionOptions(causal="bottom-right"), block=16, workers=workers)
     assert seen and all(threads == [1] for threads in seen)
