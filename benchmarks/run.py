@@ -10,13 +10,19 @@
    The same on the shapes models run ([B, H, N, D], causal, GQA, a window of
    256), beside torch SDPA, with the fraction of the machine's sgemm rate;
    then what causal and a window spare: attn masked against attn full.
+   The backward pass: ``attention_grad`` (forward + FlashAttention-2's
+   backward, float64) beside torch autograd of SDPA (forward + backward,
+   float64); what causal spares of it; the peak RSS of a process running it
+   at two sizes; and ``attention_blocked(workers=1)`` with BLAS held to one
+   thread against BLAS left at its own threads.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
 3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
 4. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
    against a bare Typer app that imports numpy, median of many runs.
 
 Not part of the test suite; it takes a minute or two. ``--quick`` stops at
-n = 4096 and runs fewer start-ups; ``--shapes`` runs the shapes table alone.
+n = 4096 and runs fewer start-ups; ``--shapes`` runs the shapes table alone,
+``--backward`` the backward pass's tables alone.
 """
 
 from __future__ import annotations
@@ -361,6 +367,36 @@ def backward_spared(rounds: int, shape: tuple[int, ...] = (1, 8, 4096, 64)) -> N
               f"{statistics.median(ratios):16.3f}×")
 
 
+def one_worker(rounds: int, n: int = 8192, d: int = 64) -> None:
+    """attention_blocked(workers=1) with BLAS held to one thread, as attn now
+    holds it on every path, against BLAS left at its own threads (as before:
+    ``parallel.blas_held`` made a no-op for the run) and two workers; 2-D,
+    float32, each in turn in every round."""
+    from contextlib import nullcontext
+
+    import attncli.core.parallel as parallel
+
+    print(f"\n## One worker and BLAS's threads: attention_blocked, [{n}, {d}] float32, best (median) of {rounds} "
+          f"rounds, seconds (load average {os.getloadavg()[0]:.1f})\n")
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
+    held = parallel.blas_held
+    cases = {"workers=1, BLAS held to 1 thread": (held, 1),
+             "workers=1, BLAS left at its threads": (lambda workers: nullcontext(), 1),
+             "workers=2, BLAS held to 1 thread each": (held, 2)}
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    try:
+        for _ in range(rounds):
+            for name, (hold, workers) in cases.items():
+                parallel.blas_held = hold
+                seconds, _ = timed(lambda workers=workers: attention_blocked(q, k, v, workers=workers))
+                times[name].append(seconds)
+    finally:
+        parallel.blas_held = held
+    for name, ts in times.items():
+        print(f"{name:<40} {min(ts):6.3f} ({statistics.median(ts):.3f})")
+
+
 GRAD_IN_A_CHILD = """\
 import sys
 import numpy as np
@@ -553,13 +589,14 @@ def main() -> None:
                         help="only the table of the shapes models run, and what the mask spares")
     parser.add_argument("--no-flex", action="store_true", help="no FlexAttention column (it compiles for ~20 s a row)")
     parser.add_argument("--backward", action="store_true",
-                        help="only the backward pass: beside torch, what causal spares, peak memory")
+                        help="only the backward pass (beside torch, what causal spares, peak memory) and one worker")
     args = parser.parse_args()
     machine()
     if args.backward:
         backward(3 if args.quick else 7)
         backward_spared(3 if args.quick else 7)
         backward_memory([2048, 8192] if args.quick else [4096, 16384])
+        one_worker(3 if args.quick else 5)
         return
     shapes(2 if args.quick else 3, flex=not args.no_flex)
     spared(6 if args.quick else 12)
@@ -568,6 +605,7 @@ def main() -> None:
     backward(3 if args.quick else 7)
     backward_spared(3 if args.quick else 7)
     backward_memory([2048, 8192] if args.quick else [4096, 16384])
+    one_worker(3 if args.quick else 5)
     kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])
     peak_memory(4096 if args.quick else 16384)
     csv_reading(10_000 if args.quick else 100_000)
