@@ -208,54 +208,75 @@ def _backward_part(unit: _Unit, qm: np.ndarray, km: np.ndarray, v: np.ndarray, d
                    delta: np.ndarray, sums: _PartSums) -> None:
     """One unit's blocks, added into ``sums``.
 
-    The part's rows are laid out query by query, each query's group of heads
-    together ([n_q · g, ...]: a K/V head's group of query heads), so that a
-    block of queries is one slice and one product sums dK and dV over the
+    The rows it visits are laid out query by query, each query's group of
+    heads together ([r · g, ...]: a K/V head's group of query heads), so that
+    a block of queries is one slice and one product sums dK and dV over the
     group (K and V never copied). −L and −D ride as one more column of Q and
     dO, against a column of ones after K and V, so that the products give
-    S − L and dP − D (``_Operands``)."""
+    S − L and dP − D (``_Operands``). Each operand is written once into its
+    own array: temporaries of this size freed in pairs made the allocator
+    give pages back and fault them in again, 0.5 ms each (measured)."""
     part = unit.part
     lead = part.logits_shape[:-2]  # [1, ..., (group)]: one K/V head
-    group, n_q, factor = math.prod(lead), part.n_q, part.factor
+    group, factor = math.prod(lead), part.factor
     fold = part.options.softcap is None  # S − L in the product: every option but the soft-cap adds or masks
+    rows = slice(min(r.start for r, _ in unit.plan), max(r.stop for r, _ in unit.plan))  # the queries it visits
+    keys = slice(min(c.start for _, b in unit.plan for c, _ in b), max(c.stop for _, b in unit.plan for c, _ in b))
 
-    def by_query(m: np.ndarray, columns: int) -> np.ndarray:
-        """[..., (g,) n_q, m] -> [n_q · g, m]: query i's heads at rows i · g .. i · g + g − 1."""
-        m = np.broadcast_to(m, lead + (n_q, m.shape[-1])).reshape(group, n_q, m.shape[-1])
-        return np.swapaxes(m, 0, 1).reshape(n_q * group, columns)
+    def by_query(m: np.ndarray, scale: float = 1.0, column: np.ndarray | float | None = None) -> np.ndarray:
+        """[..., (g,) n_q, m] -> the rows' [r · g, m] (query i's heads together) · scale, and a column after."""
+        def laid_out(x: np.ndarray) -> np.ndarray:  # [..., (g,) n_q, m] -> the rows' [r, g, m], a view
+            return np.swapaxes(np.broadcast_to(x, lead + x.shape[-2:]).reshape(group, *x.shape[-2:])[:, rows], 0, 1)
+
+        width = m.shape[-1] + (column is not None)
+        out = np.empty((rows.stop - rows.start, group, width))  # [r, g, m (+ 1)]
+        np.multiply(laid_out(m), scale, out=out[..., :m.shape[-1]])
+        if isinstance(column, np.ndarray):
+            np.negative(laid_out(column), out=out[..., -1:])
+        elif column is not None:
+            out[..., -1] = column
+        return out.reshape(-1, width)
+
+    def with_ones(m: np.ndarray) -> np.ndarray:
+        """One K/V head's keys [..., n_k, m] -> [c, m + 1]: the unit's keys and a column of ones."""
+        m = m.reshape(m.shape[-2:])[keys]
+        out = np.empty((m.shape[0], m.shape[1] + 1))
+        out[:, :-1], out[:, -1] = m, 1.0
+        return out
 
     at = _Operands(
-        q=_with_column(by_query(qm, qm.shape[-1]) * factor, -by_query(lse, 1) if fold else 0.0),
-        do=_with_column(by_query(do, do.shape[-1]), -by_query(delta, 1)),
-        lse=None if fold else by_query(lse, 1),
-        k=_with_column(km.reshape(km.shape[-2:]), 1.0),  # one K/V head here: [n_k, d_k]
-        v=_with_column(v.reshape(v.shape[-2:]), 1.0),
-        k_scaled=km.reshape(km.shape[-2:]) * factor,
-        dq=np.zeros((n_q * group, qm.shape[-1])),
-        dk=sums.dk.reshape(sums.dk.shape[-2:]), dv=sums.dv.reshape(sums.dv.shape[-2:]),  # views
-        group=group)
-    for rows, blocks in unit.plan:
+        q=by_query(qm, factor, lse if fold else 0.0),  # [Q · factor, −L]
+        do=by_query(do, 1.0, delta),  # [dO, −D]
+        lse=None if fold else by_query(lse),
+        k=with_ones(km), v=with_ones(v), k_scaled=np.multiply(km.reshape(km.shape[-2:])[keys], factor),
+        dq=np.zeros(((rows.stop - rows.start) * group, qm.shape[-1])),
+        dk=sums.dk.reshape(sums.dk.shape[-2:]), dv=sums.dv.reshape(sums.dv.shape[-2:]),  # views of all n_k
+        group=group, first_row=rows.start, first_key=keys.start)
+    for block_rows, blocks in unit.plan:
         for cols, inside in blocks:
-            _backward_block(part, rows, cols, inside, at, sums)
-    dq = np.swapaxes(at.dq.reshape(n_q, group, -1), 0, 1)  # [g, n_q, d_k]
-    sums.dq += dq.reshape(lead + dq.shape[-2:])
+            _backward_block(part, block_rows, cols, inside, at, sums)
+    dq = np.swapaxes(at.dq.reshape(rows.stop - rows.start, group, -1), 0, 1)  # [g, r, d_k]
+    sums.dq[..., rows, :] += dq.reshape(lead + dq.shape[-2:])
 
 
 @dataclass
 class _Operands:
-    """One unit's operands as its blocks use them: rows [n_q · g, ...] (query by query,
-    each query's group of heads together), keys [n_k, ...] (one K/V head)."""
+    """One unit's operands as its blocks use them: its rows [r · g, ...] (query
+    by query, each query's group of heads together) from ``first_row`` on, its
+    keys [c, ...] (one K/V head) from ``first_key`` on."""
 
-    q: np.ndarray  # [n_q · g, d_k + 1] [Q · factor, −L] (−L: 0 with a soft-cap, then subtracted after it)
-    do: np.ndarray  # [n_q · g, d_v + 1] [dO, −D]
-    lse: np.ndarray | None  # [n_q · g, 1] L, with a soft-cap
-    k: np.ndarray  # [n_k, d_k + 1] [K, 1]
-    v: np.ndarray  # [n_k, d_v + 1] [V, 1]
-    k_scaled: np.ndarray  # [n_k, d_k] K · factor
-    dq: np.ndarray  # [n_q · g, d_k] dQ so far
-    dk: np.ndarray  # [n_k, d_k] views of the part's dK and dV
+    q: np.ndarray  # [r · g, d_k + 1] [Q · factor, −L] (−L: 0 with a soft-cap, then subtracted after it)
+    do: np.ndarray  # [r · g, d_v + 1] [dO, −D]
+    lse: np.ndarray | None  # [r · g, 1] L, with a soft-cap
+    k: np.ndarray  # [c, d_k + 1] [K, 1]
+    v: np.ndarray  # [c, d_v + 1] [V, 1]
+    k_scaled: np.ndarray  # [c, d_k] K · factor
+    dq: np.ndarray  # [r · g, d_k] dQ so far
+    dk: np.ndarray  # [n_k, d_k] views of the part's dK and dV, every key
     dv: np.ndarray  # [n_k, d_v]
     group: int
+    first_row: int
+    first_key: int
 
     def logits(self, z: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
         """A block [r · g, c] as the options see it: [..., g, r, c], a view."""
@@ -263,20 +284,14 @@ class _Operands:
         return np.swapaxes(z.reshape(r, self.group, z.shape[-1]), 0, 1).reshape(lead + (r, z.shape[-1]))
 
 
-def _with_column(m: np.ndarray, column: np.ndarray | float) -> np.ndarray:
-    """[n, d] and a column [n, 1] (or a number) -> [n, d + 1]."""
-    out = np.empty(m.shape[:-1] + (m.shape[-1] + 1,))
-    out[..., :-1], out[..., -1:] = m, column
-    return out
-
-
 def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Operands, sums: _PartSums) -> None:
     """One block of queries × keys: P recomputed once from L, five products.
     ``inside``: no band to apply (``combine``)."""
     lead = p.logits_shape[:-2]
-    mine = slice(rows.start * at.group, rows.stop * at.group)  # the rows' [r · g] of the operands
+    mine = slice((rows.start - at.first_row) * at.group, (rows.stop - at.first_row) * at.group)  # the rows' [r · g]
+    theirs = slice(cols.start - at.first_key, cols.stop - at.first_key)  # the keys' [c] of the unit's
     d_k, d_v = at.k_scaled.shape[-1], at.dv.shape[-1]
-    z = at.q[mine] @ at.k[cols].T  # [r·g, d_k + 1] @ [d_k + 1, c] -> [r·g, c] S − L (S = Q Kᵀ · factor)
+    z = at.q[mine] @ at.k[theirs].T  # [r·g, d_k + 1] @ [d_k + 1, c] -> [r·g, c] S − L (S = Q Kᵀ · factor)
     logits = at.logits(z, lead)  # [..., g, r, c] a view, as the options see the block
     cap = p.options.softcap
     kept = None if cap is None else logits / float(cap)  # Z / cap [..., g, r, c], for the soft-cap's derivative
@@ -285,7 +300,7 @@ def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Ope
         z -= at.lse[mine]
     weights = np.exp(z, out=z)  # [r·g, c] P = exp(logits − L): 0 where forbidden
     at.dv[cols] += weights.T @ at.do[mine, :d_v]  # [c, r·g] @ [r·g, d_v] -> [c, d_v] dV, summed over the group
-    ds = at.do[mine] @ at.v[cols].T  # [r·g, d_v + 1] @ [d_v + 1, c] -> [r·g, c] dP − D
+    ds = at.do[mine] @ at.v[theirs].T  # [r·g, d_v + 1] @ [d_v + 1, c] -> [r·g, c] dP − D
     ds *= weights  # dS = P ∘ (dP − D)
     if sums.ds_bias is not None:  # the bias's block: [rows, cols] of an axis it has, whole on one it broadcasts
         block_of_bias = _cut(sums.ds_bias, rows, cols)  # a view
@@ -295,5 +310,5 @@ def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Ope
     if kept is not None:  # dZ = dS ∘ (1 − tanh²(Z / cap))
         np.tanh(kept, out=kept)
         at.logits(ds, lead)[...] *= 1.0 - np.square(kept, out=kept)
-    at.dq[mine] += ds @ at.k_scaled[cols]  # [r·g, c] @ [c, d_k] -> [r·g, d_k] dQ = dZ K · factor
+    at.dq[mine] += ds @ at.k_scaled[theirs]  # [r·g, c] @ [c, d_k] -> [r·g, d_k] dQ = dZ K · factor
     at.dk[cols] += ds.T @ at.q[mine, :d_k]  # [c, r·g] @ [r·g, d_k] -> [c, d_k] dK = dZᵀ Q · factor, summed
