@@ -77,9 +77,12 @@ class Grads:
         return out
 
 
-# Up to this many logits (every head's n_q × n_k, 32 MiB in float64) the backward
-# pass holds them whole; past it, it goes in blocks of BLOCK queries × BLOCK keys.
-WHOLE_CELLS = 1 << 22
+# Up to this many logits (every head's n_q × n_k, 512 KiB in float64) the backward
+# pass holds them whole; past it, it goes in blocks of BLOCK queries × BLOCK keys
+# (grad_blocks). Measured side by side (benchmarks/README.md): whole took 0.3×
+# the time of blocks on [2, 2, 16, 16] and 0.7× on [1, 4, 64, 64] causal (the
+# blocks' fixed costs), 1.4× on [1, 8, 128, 64] and 1.6–3.8× on [2, 8, 256, 64].
+WHOLE_CELLS = 1 << 16
 BLOCK = 128
 
 
