@@ -276,7 +276,6 @@ BACKWARD = [
     ("multi-head", (4, 8, 512, 64), 8, False),
     ("GQA 16/4 causal", (1, 16, 1024, 64), 4, True),
     ("multi-head causal", (1, 8, 4096, 64), 8, True),
-    ("multi-head", (1, 8, 4096, 64), 8, False),
 ]
 
 

@@ -97,7 +97,8 @@ def test_blocked_backward_is_the_whole_one_in_many_blocks(name, shape, heads, mo
     q, k, v, dout = problem(len(name) + n_q, *heads, n_q=n_q, n_k=n_k)
     options = options_for(name, heads[0], n_q, n_k)
     whole = attention_grad(q, k, v, dout, options, block=0).named()
-    for block in (4, 16):
+    for block, chunk in ((4, 16), (16, gb.KEY_CHUNK)):  # keys at hand 4 blocks at a time, or all of them
+        monkeypatch.setattr(gb, "KEY_CHUNK", chunk)
         assert_same(attention_grad(q, k, v, dout, options, block=block).named(), whole, f"{name} block {block}")
 
 

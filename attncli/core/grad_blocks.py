@@ -62,6 +62,7 @@ def in_blocks(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, block:
     dv = np.zeros(kv_lead + (n_k, p.v.shape[-1]))  # [..., n_k, d_v]
     ds_bias = None if p.bias is None else np.zeros(p.bias.shape)
     shared = threading.Lock()  # a bias shared by several units (broadcast over heads or keys) is added to under it
+    local = threading.local()  # each thread's block-sized buffers, for this call
     units = _units(p, block)
     partial = {id(unit): np.zeros(unit.part.logits_shape[:-2] + (n_q, qm.shape[-1]))
                for unit in units if unit.key_range > 0}  # dQ of a part's later key ranges, added up after
@@ -72,7 +73,8 @@ def in_blocks(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, block:
 
         dq_part = partial[id(unit)] if id(unit) in partial else pick(dq)
         sums = _PartSums(dq_part, pick(dk), pick(dv), None if ds_bias is None else pick(ds_bias), shared)
-        _backward_part(unit, pick(qm), pick(km), pick(p.v), pick(do), pick(lse), pick(delta), sums)
+        scratch = local.__dict__.setdefault("buffers", {})
+        _backward_part(unit, pick(qm), pick(km), pick(p.v), pick(do), pick(lse), pick(delta), sums, scratch)
 
     map_blocks(run, units, workers, None)
     for unit in units:  # in order, whatever thread ran which
@@ -94,6 +96,10 @@ UNITS = 4
 # causal's 128 × 128 diagonal as 64 × 64 and 64 × 128, 3/4 of the block.
 SMALLEST_ROWS = 64
 
+# A thread holds [K, 1] and [V, 1] of up to this many keys at once (2 MiB for
+# d = 64), each written once for every query block that visits them.
+KEY_CHUNK = 2048
+
 Plan = list[tuple[slice, list[tuple[slice, bool]]]]  # [(rows, [(cols, inside)])]
 
 
@@ -107,6 +113,7 @@ class _Unit:
     plan: Plan
     key_range: int  # which of the part's key ranges: 0 adds to dQ, the others to a dQ of their own
     cost: int  # logits it computes
+    block: int  # the plan's block: its keys are aligned on multiples of it
 
 
 @dataclass
@@ -198,85 +205,100 @@ def _units(p: Problem, block: int) -> list[_Unit]:
         kept = [(rows, blocks) for rows, blocks in kept if blocks]
         if kept:
             plans.append((kept, int(cost[a:b].sum())))
-    units = [_Unit(where, part, kept, index, math.prod(part.logits_shape[:-2]) * logits)
+    units = [_Unit(where, part, kept, index, math.prod(part.logits_shape[:-2]) * logits, block)
              for where, part in parts for index, (kept, logits) in enumerate(plans)]
     units.sort(key=lambda unit: unit.cost, reverse=True)
     return units
 
 
 def _backward_part(unit: _Unit, qm: np.ndarray, km: np.ndarray, v: np.ndarray, do: np.ndarray, lse: np.ndarray,
-                   delta: np.ndarray, sums: _PartSums) -> None:
-    """One unit's blocks, added into ``sums``.
-
-    The rows it visits are laid out query by query, each query's group of
-    heads together ([r · g, ...]: a K/V head's group of query heads), so that
-    a block of queries is one slice and one product sums dK and dV over the
-    group (K and V never copied). −L and −D ride as one more column of Q and
-    dO, against a column of ones after K and V, so that the products give
-    S − L and dP − D (``_Operands``). Each operand is written once into its
-    own array: temporaries of this size freed in pairs made the allocator
-    give pages back and fault them in again, 0.5 ms each (measured)."""
+                   delta: np.ndarray, sums: _PartSums, scratch: dict[tuple[str, int, int], np.ndarray]) -> None:
+    """One unit's blocks, added into ``sums``. For each rows of its plan, their
+    Q · factor, dO, L and D are laid out query by query, each query's group
+    of heads together ([r · g, ...]: a K/V head's group of query heads), so
+    that one product sums dK and dV over the group, K and V views of the
+    inputs (never copied). Everything is written into block-sized buffers
+    (``scratch``, the thread's), so that extra memory stays a few blocks
+    whatever n is."""
     part = unit.part
     lead = part.logits_shape[:-2]  # [1, ..., (group)]: one K/V head
-    group, factor = math.prod(lead), part.factor
+    group = math.prod(lead)
+
+    def by_query(m: np.ndarray) -> np.ndarray:
+        """[..., (g,) n_q, m] -> [n_q, g, m], a view: query i's heads together."""
+        return np.swapaxes(np.broadcast_to(m, lead + m.shape[-2:]).reshape(group, *m.shape[-2:]), 0, 1)
+
+    rows_of = {name: by_query(m) for name, m in (("q", qm), ("do", do), ("lse", lse), ("delta", delta))}
+    k, v = km.reshape(km.shape[-2:]), v.reshape(v.shape[-2:])  # one K/V head here: [n_k, d] views
+    dk, dv = sums.dk.reshape(sums.dk.shape[-2:]), sums.dv.reshape(sums.dv.shape[-2:])
     fold = part.options.softcap is None  # S − L in the product: every option but the soft-cap adds or masks
-    rows = slice(min(r.start for r, _ in unit.plan), max(r.stop for r, _ in unit.plan))  # the queries it visits
-    keys = slice(min(c.start for _, b in unit.plan for c, _ in b), max(c.stop for _, b in unit.plan for c, _ in b))
+    span = unit.block * max(1, KEY_CHUNK // unit.block)  # aligned on blocks, as the plan's keys are
+    first = min(cols.start for _, blocks in unit.plan for cols, _ in blocks)
+    last = max(cols.stop for _, blocks in unit.plan for cols, _ in blocks)
+    for start in range(first - first % span, last, span):
+        chunk = slice(max(start, first), min(start + span, last))
+        keys = _Keys(_with_ones(scratch, "k", k[chunk]), _with_ones(scratch, "v", v[chunk]), k, dk, dv, group,
+                     chunk.start)
+        for rows, blocks in unit.plan:
+            here = [(cols, inside) for cols, inside in blocks if chunk.start <= cols.start < chunk.stop]
+            if here:
+                _backward_rows(part, rows, here, rows_of, keys, sums, scratch, fold)
 
-    def by_query(m: np.ndarray, scale: float = 1.0, column: np.ndarray | float | None = None) -> np.ndarray:
-        """[..., (g,) n_q, m] -> the rows' [r · g, m] (query i's heads together) · scale, and a column after."""
-        def laid_out(x: np.ndarray) -> np.ndarray:  # [..., (g,) n_q, m] -> the rows' [r, g, m], a view
-            return np.swapaxes(np.broadcast_to(x, lead + x.shape[-2:]).reshape(group, *x.shape[-2:])[:, rows], 0, 1)
 
-        width = m.shape[-1] + (column is not None)
-        out = np.empty((rows.stop - rows.start, group, width))  # [r, g, m (+ 1)]
-        np.multiply(laid_out(m), scale, out=out[..., :m.shape[-1]])
-        if isinstance(column, np.ndarray):
-            np.negative(laid_out(column), out=out[..., -1:])
-        elif column is not None:
-            out[..., -1] = column
-        return out.reshape(-1, width)
+def _backward_rows(part: Problem, rows: slice, blocks: list[tuple[slice, bool]], rows_of: dict[str, np.ndarray],
+                   keys: _Keys, sums: _PartSums, scratch: dict[tuple[str, int, int], np.ndarray], fold: bool) -> None:
+    """One rows of queries of a unit's plan against its key blocks in the keys at hand."""
+    lead = part.logits_shape[:-2]
+    group, r = keys.group, (rows.stop - rows.start) * keys.group
 
-    def with_ones(m: np.ndarray) -> np.ndarray:
-        """One K/V head's keys [..., n_k, m] -> [c, m + 1]: the unit's keys and a column of ones."""
-        m = m.reshape(m.shape[-2:])[keys]
-        out = np.empty((m.shape[0], m.shape[1] + 1))
-        out[:, :-1], out[:, -1] = m, 1.0
+    def laid(name: str, column: str | None, scale: float = 1.0) -> np.ndarray:
+        """The rows' [r · g, m (+ 1)] of ``name`` (times ``scale``) in a buffer, minus ``column`` after it."""
+        m = rows_of[name][rows]  # [r, g, m] a view
+        out = _buffer(scratch, name, r, m.shape[-1] + (column is not None))
+        into = out.reshape(m.shape[:-1] + out.shape[-1:])  # [r, g, m (+ 1)]
+        np.multiply(m, scale, out=into[..., :m.shape[-1]])
+        if column is not None:
+            np.negative(rows_of[column][rows], out=into[..., -1:])
         return out
 
-    at = _Operands(
-        q=by_query(qm, factor, lse if fold else 0.0),  # [Q · factor, −L]
-        do=by_query(do, 1.0, delta),  # [dO, −D]
-        lse=None if fold else by_query(lse),
-        k=with_ones(km), v=with_ones(v), k_scaled=np.multiply(km.reshape(km.shape[-2:])[keys], factor),
-        dq=np.zeros(((rows.stop - rows.start) * group, qm.shape[-1])),
-        dk=sums.dk.reshape(sums.dk.shape[-2:]), dv=sums.dv.reshape(sums.dv.shape[-2:]),  # views of all n_k
-        group=group, first_row=rows.start, first_key=keys.start)
-    for block_rows, blocks in unit.plan:
-        for cols, inside in blocks:
-            _backward_block(part, block_rows, cols, inside, at, sums)
-    dq = np.swapaxes(at.dq.reshape(rows.stop - rows.start, group, -1), 0, 1)  # [g, r, d_k]
+    at = _Rows(q=laid("q", "lse", part.factor), do=laid("do", "delta"), lse=None if fold else laid("lse", None),
+               dq=_buffer(scratch, "dq", r, rows_of["q"].shape[-1]))
+    if not fold:
+        at.q[:, -1] = 0.0  # with a soft-cap, L is subtracted after it
+    at.dq[...] = 0.0
+    for cols, inside in blocks:
+        _backward_block(part, rows, cols, inside, at, keys, sums, scratch)
+    dq = np.swapaxes(at.dq.reshape(rows.stop - rows.start, group, -1), 0, 1)  # [g, r, d_k] a view
+    dq *= part.factor  # dZ K · factor
     sums.dq[..., rows, :] += dq.reshape(lead + dq.shape[-2:])
 
 
 @dataclass
-class _Operands:
-    """One unit's operands as its blocks use them: its rows [r · g, ...] (query
-    by query, each query's group of heads together) from ``first_row`` on, its
-    keys [c, ...] (one K/V head) from ``first_key`` on."""
+class _Rows:
+    """A plan entry's rows as its blocks use them, [r · g, ...] (query by query,
+    each query's group of heads together), in the thread's buffers; −L and −D
+    ride as one more column of Q and dO, against a column of ones after K and V,
+    so that the products give S − L and dP − D."""
 
-    q: np.ndarray  # [r · g, d_k + 1] [Q · factor, −L] (−L: 0 with a soft-cap, then subtracted after it)
+    q: np.ndarray  # [r · g, d_k + 1] [Q · factor, −L] (with a soft-cap: [Q · factor, 0])
     do: np.ndarray  # [r · g, d_v + 1] [dO, −D]
     lse: np.ndarray | None  # [r · g, 1] L, with a soft-cap
-    k: np.ndarray  # [c, d_k + 1] [K, 1]
-    v: np.ndarray  # [c, d_v + 1] [V, 1]
-    k_scaled: np.ndarray  # [c, d_k] K · factor
-    dq: np.ndarray  # [r · g, d_k] dQ so far
-    dk: np.ndarray  # [n_k, d_k] views of the part's dK and dV, every key
+    dq: np.ndarray  # [r · g, d_k] Σ dZ K so far
+
+
+@dataclass
+class _Keys:
+    """A unit's keys at hand, one K/V head: [K, 1] and [V, 1] of the keys from
+    ``first`` on (in the thread's buffers), and [n_k, ...] views of K and of the
+    part's dK and dV."""
+
+    k_ones: np.ndarray  # [c, d_k + 1]
+    v_ones: np.ndarray  # [c, d_v + 1]
+    k: np.ndarray  # [n_k, d_k]
+    dk: np.ndarray  # [n_k, d_k]
     dv: np.ndarray  # [n_k, d_v]
     group: int
-    first_row: int
-    first_key: int
+    first: int
 
     def logits(self, z: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
         """A block [r · g, c] as the options see it: [..., g, r, c], a view."""
@@ -284,31 +306,52 @@ class _Operands:
         return np.swapaxes(z.reshape(r, self.group, z.shape[-1]), 0, 1).reshape(lead + (r, z.shape[-1]))
 
 
-def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Operands, sums: _PartSums) -> None:
+def _buffer(scratch: dict[tuple[str, int, int], np.ndarray], name: str, rows: int, cols: int) -> np.ndarray:
+    """The thread's [rows, cols] buffer for ``name``, made on first use: a block's
+    arrays are not allocated anew for every block (freeing them in pairs made the
+    allocator give pages back and fault them in again, 0.5 ms a time here)."""
+    key = (name, rows, cols)
+    if key not in scratch:
+        scratch[key] = np.empty((rows, cols))
+    return scratch[key]
+
+
+def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Rows, keys: _Keys, sums: _PartSums,
+                    scratch: dict[tuple[str, int, int], np.ndarray]) -> None:
     """One block of queries × keys: P recomputed once from L, five products.
     ``inside``: no band to apply (``combine``)."""
     lead = p.logits_shape[:-2]
-    mine = slice((rows.start - at.first_row) * at.group, (rows.stop - at.first_row) * at.group)  # the rows' [r · g]
-    theirs = slice(cols.start - at.first_key, cols.stop - at.first_key)  # the keys' [c] of the unit's
-    d_k, d_v = at.k_scaled.shape[-1], at.dv.shape[-1]
-    z = at.q[mine] @ at.k[theirs].T  # [r·g, d_k + 1] @ [d_k + 1, c] -> [r·g, c] S − L (S = Q Kᵀ · factor)
-    logits = at.logits(z, lead)  # [..., g, r, c] a view, as the options see the block
+    r, c = at.q.shape[0], cols.stop - cols.start  # r: the rows' queries × their group of heads
+    d_k, d_v = at.dq.shape[-1], at.do.shape[-1] - 1
+    here = slice(cols.start - keys.first, cols.stop - keys.first)
+    k, v = keys.k_ones[here], keys.v_ones[here]  # [c, d + 1] [K, 1], [V, 1]
+    z = np.matmul(at.q, k.T, out=_buffer(scratch, "z", r, c))  # [r·g, d_k + 1] @ [d_k + 1, c] -> [r·g, c] S − L
+    logits = keys.logits(z, lead)  # [..., g, r, c] a view, as the options see the block
     cap = p.options.softcap
-    kept = None if cap is None else logits / float(cap)  # Z / cap [..., g, r, c], for the soft-cap's derivative
+    kept = None if cap is None else np.divide(logits, float(cap), out=keys.logits(_buffer(scratch, "tanh", r, c), lead))
     combine(logits, p, rows, cols, inside)  # in place: + bias + ALiBi (softcap(S) first), −inf where forbidden
     if at.lse is not None:
-        z -= at.lse[mine]
+        z -= at.lse
     weights = np.exp(z, out=z)  # [r·g, c] P = exp(logits − L): 0 where forbidden
-    at.dv[cols] += weights.T @ at.do[mine, :d_v]  # [c, r·g] @ [r·g, d_v] -> [c, d_v] dV, summed over the group
-    ds = at.do[mine] @ at.v[theirs].T  # [r·g, d_v + 1] @ [d_v + 1, c] -> [r·g, c] dP − D
+    keys.dv[cols] += np.matmul(weights.T, at.do[:, :d_v], out=_buffer(scratch, "dv", c, d_v))  # [c, r·g] @ [r·g, d_v]
+    ds = np.matmul(at.do, v.T, out=_buffer(scratch, "ds", r, c))  # [r·g, d_v + 1] @ [d_v + 1, c] -> dP − D
     ds *= weights  # dS = P ∘ (dP − D)
     if sums.ds_bias is not None:  # the bias's block: [rows, cols] of an axis it has, whole on one it broadcasts
         block_of_bias = _cut(sums.ds_bias, rows, cols)  # a view
-        summed = sum_to(at.logits(ds, lead), block_of_bias.shape)
+        summed = sum_to(keys.logits(ds, lead), block_of_bias.shape)
         with sums.shared:
             block_of_bias += summed
     if kept is not None:  # dZ = dS ∘ (1 − tanh²(Z / cap))
         np.tanh(kept, out=kept)
-        at.logits(ds, lead)[...] *= 1.0 - np.square(kept, out=kept)
-    at.dq[mine] += ds @ at.k_scaled[theirs]  # [r·g, c] @ [c, d_k] -> [r·g, d_k] dQ = dZ K · factor
-    at.dk[cols] += ds.T @ at.q[mine, :d_k]  # [c, r·g] @ [r·g, d_k] -> [c, d_k] dK = dZᵀ Q · factor, summed
+        np.square(kept, out=kept)
+        np.subtract(1.0, kept, out=kept)
+        keys.logits(ds, lead)[...] *= kept
+    at.dq += np.matmul(ds, keys.k[cols], out=_buffer(scratch, "dq block", r, d_k))  # [r·g, c] @ [c, d_k]: Σ dZ K
+    keys.dk[cols] += np.matmul(ds.T, at.q[:, :d_k], out=_buffer(scratch, "dk", c, d_k))  # [c, r·g] @ [r·g, d_k]
+
+
+def _with_ones(scratch: dict[tuple[str, int, int], np.ndarray], name: str, m: np.ndarray) -> np.ndarray:
+    """[c, d] -> [c, d + 1] in the thread's buffer: m and a column of ones."""
+    out = _buffer(scratch, name, m.shape[0], m.shape[1] + 1)
+    out[:, :-1], out[:, -1] = m, 1.0
+    return out
