@@ -83,7 +83,7 @@ class Grads:
 # the time of blocks on [2, 2, 16, 16] and 0.7× on [1, 4, 64, 64] causal (the
 # blocks' fixed costs), 1.4× on [1, 8, 128, 64] and 1.6–3.8× on [2, 8, 256, 64].
 WHOLE_CELLS = 1 << 16
-BLOCK = 128
+BLOCK = 256
 
 
 def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray,

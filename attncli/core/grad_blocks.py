@@ -93,7 +93,8 @@ UNITS = 4
 # A block the band cuts (causal's diagonal, a window's edges) is cut into
 # halves of its queries, each against the keys it may see, while that spares
 # a fifth of its logits and the halves keep at least SMALLEST_ROWS queries:
-# causal's 128 × 128 diagonal as 64 × 64 and 64 × 128, 3/4 of the block.
+# causal's 256 × 256 diagonal as 128 × 128 (itself as 64 × 64 and 64 × 128)
+# and 128 × 256, 11/16 of the block (the triangle is 1/2).
 SMALLEST_ROWS = 64
 
 # A thread holds [K, 1] and [V, 1] of up to this many keys at once (2 MiB for
