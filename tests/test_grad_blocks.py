@@ -193,8 +193,8 @@ def test_causal_visits_about_half_the_blocks_of_full():
     from attncli.core.logits import prepare
 
     x = np.zeros((1024, 8))
-    full = plan(prepare(x, x, x, AttentionOptions()), 128)
-    causal = plan(prepare(x, x, x, AttentionOptions(causal="top-left")), 128)
+    full = plan(prepare(x, x, x, AttentionOptions()), 128, 128)
+    causal = plan(prepare(x, x, x, AttentionOptions(causal="top-left")), 128, 128)
 
     def logits(p):
         return sum((rows.stop - rows.start) * (cols.stop - cols.start) for rows, blocks in p for cols, _ in blocks)

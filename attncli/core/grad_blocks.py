@@ -41,8 +41,9 @@ def in_blocks(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, block:
 
     The forward kernel (``kernel.forward``) gives O and each row's log-sum-exp L;
     D = rowsum(dO ∘ O) and each row's sink term follow from them. Then each
-    block of up to ``block`` queries × ``block`` keys that the causal triangle
-    and the window leave (``_block_plan``; the others are never visited)
+    block of up to ``block`` / group queries (each with its group of heads) ×
+    ``block`` keys that the causal triangle and the window leave
+    (``_block_plan``; the others are never visited)
     recomputes P once, exp(logits − L), and five products give its share of
     the gradients (``_backward_block``). With a bias, each block's dS is summed
     down to the bias's (grouped) shape into its [rows, cols], so dbias takes
@@ -129,21 +130,21 @@ class _PartSums:
     shared: threading.Lock
 
 
-def _block_plan(p: Problem, block: int) -> Plan:
+def _block_plan(p: Problem, rows_block: int, key_block: int) -> Plan:
     """The blocks the backward visits: [(rows, [(cols, inside)])], queries in
-    blocks of ``block``, each against the keys some query of it may see under
-    causal and the window (``visible_keys``, as in the forward kernel) in
-    blocks aligned on multiples of ``block``; ``inside`` when every query of
-    the block sees every key of it (``seen_by_all``: no band to apply). A
-    block the band cuts goes in halves of its queries (``_halves``), each a
-    plan entry of its own. The same for every part."""
+    blocks of ``rows_block``, each against the keys some query of it may see
+    under causal and the window (``visible_keys``, as in the forward kernel)
+    in blocks aligned on multiples of ``key_block``; ``inside`` when every
+    query of the block sees every key of it (``seen_by_all``: no band to
+    apply). A block the band cuts goes in halves of its queries (``_halves``),
+    each a plan entry of its own. The same for every part."""
     plan: Plan = []
-    for start in range(0, p.n_q, block):
-        rows = slice(start, min(start + block, p.n_q))
+    for start in range(0, p.n_q, rows_block):
+        rows = slice(start, min(start + rows_block, p.n_q))
         keys = _keys(p, rows)
         whole = []
-        for first in range(keys.start - keys.start % block, keys.stop, block):
-            cols = slice(max(first, keys.start), min(first + block, keys.stop))
+        for first in range(keys.start - keys.start % key_block, keys.stop, key_block):
+            cols = slice(max(first, keys.start), min(first + key_block, keys.stop))
             pieces = _halves(p, rows, cols)
             if len(pieces) == 1 and pieces[0][0] == rows:
                 whole.append(pieces[0][1:])
@@ -188,7 +189,11 @@ def _units(p: Problem, block: int) -> list[_Unit]:
     fewer than UNITS parts, each part's key blocks in ranges of about equal
     cost (causal: the first keys are seen by the most queries), so that up
     to UNITS threads have work. Costliest first, as the kernel hands out."""
-    plan = _block_plan(p, block)
+    # A block's rows of logits are its queries × their group of heads: block / group
+    # queries, so that GQA's blocks hold as many logits as others (measured: 0.89×
+    # and 0.92× the time of blocks of 256 queries on [1, 16, 1024, 64] causal with
+    # 4 and 2 K/V heads, one thread).
+    plan = _block_plan(p, max(1, block // p.group), block)
     key_blocks = -(-p.n_k // block)
     cost = np.zeros(key_blocks)  # logits computed per key block
     for rows, blocks in plan:
