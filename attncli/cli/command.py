@@ -1,6 +1,7 @@
 """The command class every ``attn`` command uses: attn's own help formatter
 (``AttnCommand``), refusing an option given twice that takes one value (Click
-would silently keep the last)."""
+would silently keep the last), and the output guard (``cli/paths.guard``):
+before any command runs, stdin is named once and no output names an input."""
 
 from __future__ import annotations
 
@@ -12,7 +13,18 @@ from attncli.cli.helptext import AttnCommand
 class OnceCommand(AttnCommand):
     """A command whose single-value options may be given once: ``--scale 1
     --scale 2`` is a usage error, never last-wins. Options that collect
-    (``--keys a --keys b``) are declared as lists and add up."""
+    (``--keys a --keys b``) are declared as lists and add up. Its files are
+    guarded before it runs: every parameter marked READS or WRITES where it
+    is declared (``cli/paths.py``) takes part, with no call in the command."""
+
+    def invoke(self, ctx):  # Click's Context, vendored by Typer
+        from attncli.cli.paths import guard, path_roles
+
+        if self.callback is not None:
+            roles = path_roles(self.callback)
+            flags = {param.name: max(param.opts, key=len) for param in self.params if param.name in roles}
+            guard(roles, ctx.params, flags)
+        return super().invoke(ctx)
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:  # Click's Context, vendored by Typer
         if not ctx.resilient_parsing:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attncli.cli.emit import MATRIX_FORMATS, Format
+from attncli.cli.paths import READS, WRITES
 from attncli.core.options import CAUSAL_ALIGNS, ROPE_STYLES, SIMILARITIES
 from attncli.errors import AttnError, UsageError
 from attncli.vectors.table import UNKNOWN_POLICIES
@@ -61,19 +62,19 @@ FilesArgument = Annotated[list[str], typer.Argument(
          "override) or three files Q K V: CSV, TSV, NPY, YAML, JSON or JSON Lines. NPY, NPZ and safetensors may "
          "hold tensors (batch, heads, seq, dim) of any rank. '-' reads one of them from stdin. "
          "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
-)]
+), READS]
 EmitOption = Annotated[Emit, typer.Option(
     "--emit", metavar="output|weights", help="The matrix csv/tsv/npy write: output (n_q×d_v) or weights (n_q×n_k).")]
 MaskOption = Annotated[str | None, typer.Option(
     "--mask", metavar="FILE",
     help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix of booleans, or of "
          "0/1 or true/false cells: 1 = may attend. Numbers to add to the scores go in --bias.",
-)]
+), READS]
 BiasOption = Annotated[str | None, typer.Option(
     "--bias", metavar="FILE",
     help="Numbers added to the scaled scores before softmax: an n_q×n_k (or 1×n_k) matrix; -inf "
          "forbids a pair. PyTorch's float attn_mask is such a bias: pass it here, not as --mask.",
-)]
+), READS]
 CausalOption = Annotated[bool, typer.Option(
     "--causal/--no-causal",
     help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX). "
@@ -113,7 +114,7 @@ AlibiOption = Annotated[bool, typer.Option(
 AlibiSlopesOption = Annotated[str | None, typer.Option(
     "--alibi-slopes", metavar="FILE", show_default=False,
     help="ALiBi with your own slopes: one number per query head (implies --alibi).",
-)]
+), READS]
 RopeOption = Annotated[RopeStyle | None, typer.Option(
     "--rope", show_default=False,
     help="Rotate Q and K by position first (RoPE). neox: halves, rotate_half (Hugging Face LLaMA, GPT-NeoX); "
@@ -133,7 +134,7 @@ SinksOption = Annotated[str | None, typer.Option(
     "--sinks", metavar="FILE", show_default=False,
     help="Attention sinks (gpt-oss): one logit per query head that joins each row's softmax and is then "
          "dropped, so rows sum to less than 1.",
-)]
+), READS]
 LayoutOption = Annotated[Layout, typer.Option(
     "--layout",
     help="The order of a tensor file's axes, read and written: bhsd = (batch, heads, seq, dim), PyTorch "
@@ -163,11 +164,11 @@ FormatOption = Annotated[
 SvgOption = Annotated[str | None, typer.Option(
     "--svg", metavar="FILE", show_default=False,
     help="Also save the terminal view as an SVG picture, whatever --format writes to stdout.",
-)]
+), WRITES]
 HtmlOption = Annotated[str | None, typer.Option(
     "--html", metavar="FILE", show_default=False,
     help="Also save the terminal view as a standalone HTML page, whatever --format writes to stdout.",
-)]
+), WRITES]
 PrecisionOption = Annotated[
     int, typer.Option("--precision", "-p", min=0, max=17, help="Decimals shown in tables (data formats are exact).")
 ]
@@ -179,11 +180,11 @@ VectorsOption = Annotated[str | None, typer.Option(
     help="Your own word vectors: GloVe text, word2vec/fastText text or binary, .npz, or .npy "
          "with --words. Read only until every word needed is found. Default: the bundled "
          "GloVe 6B 50d table (140,000 words).",
-)]
+), READS]
 WordsOption = Annotated[str | None, typer.Option(
     "--words", metavar="FILE", show_default=False,
     help="For a .npy --vectors matrix: its words, one per line, in row order.",
-)]
+), READS]
 Unknown = Enum("Unknown", {name: name for name in UNKNOWN_POLICIES}, type=str)  # type: ignore[misc]
 UNKNOWN_IS_AN_ERROR = Unknown("error")  # the default of --unknown
 UnknownOption = Annotated[Unknown, typer.Option(

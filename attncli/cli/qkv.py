@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from attncli.cli.emit import Emitted, Result
-from attncli.cli.io import check_stdin_once, progress_bar, source_name
+from attncli.cli.io import progress_bar, source_name
 from attncli.cli.notes import note
 from attncli.cli.options import FROM_OPTIONS, Layout
 from attncli.cli.reading import read_matrix_named, read_named
@@ -114,7 +114,6 @@ def load_problem(files: list[str], attention: AttentionFlags = FROM_OPTIONS, tex
 
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
-    check_stdin_once([*files, *attention.files()])
     mask = bias = None
     meta: dict[str, Any] = {}
     arrays: dict[str, Matrix] = {}

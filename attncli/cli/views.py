@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from attncli.cli.paths import WRITES
 from attncli.errors import UsageError
 from attncli.output.heatmap import TOP, VIEWS
 
@@ -39,11 +40,11 @@ PngOption = Annotated[str | None, typer.Option(
     "--png", metavar="FILE", show_default=False,
     help="Also draw the weights as a PNG figure (one panel per head, labelled axes, a colour bar), "
          "for papers and slides. Needs matplotlib: pip install 'attncli[plot]'.",
-)]
+), WRITES]
 PdfOption = Annotated[str | None, typer.Option(
     "--pdf", metavar="FILE", show_default=False,
     help="Also draw the weights as a PDF figure, as --png does (vector text and lines).",
-)]
+), WRITES]
 
 
 @dataclass

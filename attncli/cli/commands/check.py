@@ -27,6 +27,7 @@ from attncli.cli.options import (
     attention_options,
     read_options,
 )
+from attncli.cli.paths import READS
 from attncli.errors import AttnError, CheckFailed, ShapeError, UsageError
 
 if TYPE_CHECKING:
@@ -58,7 +59,7 @@ def check(
         help="OUT, the output a kernel computed (NPY, NPZ or safetensors; float16, bfloat16, float32 or "
              "float64; (batch, heads, seq, dim) or any rank, as Q), then three files Q K V or one bundle, "
              "as for 'attn run'.",
-    )],
+    ), READS],
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
     layout: LayoutOption = Layout.bhsd,
@@ -86,7 +87,7 @@ def check(
     dout: Annotated[str | None, typer.Option(
         "--dout", metavar="FILE", show_default=False,
         help="With --grad: the output's gradient dO the kernel was given (or a bundle entry dout).",
-    )] = None,
+    ), READS] = None,
     grad_factor: Annotated[list[str] | None, typer.Option(
         "--grad-factor", metavar="NAME=F", show_default=False,
         help="With --grad: one gradient's factor, e.g. dq=160 (PyTorch's SDPA tests); default --factor for each.",
@@ -103,7 +104,7 @@ def check(
     """
     import math
 
-    from attncli.cli.io import check_stdin_once, open_input
+    from attncli.cli.io import open_input
     from attncli.cli.qkv import load_problem, to_layout
     from attncli.core.check import check as compare
     from attncli.readers import read_matrix
@@ -117,7 +118,6 @@ def check(
     for name, value in (("--factor", factor), ("--atol", atol)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a finite number ≥ 0, got {value}")
-    check_stdin_once([*files, *attention.files(), *([dout] if dout is not None else [])])
     if grad:
         check_gradients(files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor),
                         atol, fmt, precision)

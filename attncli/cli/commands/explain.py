@@ -28,7 +28,7 @@ from attncli.cli.options import (
     attention_options,
     read_options,
 )
-from attncli.cli.paths import check_outputs
+from attncli.cli.paths import READS
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
@@ -80,7 +80,8 @@ def explain(
                        "row term by term.")] = False,
     dout: Annotated[str | None, typer.Option(
         "--dout", metavar="FILE", show_default=False,
-        help="With --grad: the gradient of the output, dO (or a bundle entry dout).")] = None,
+        help="With --grad: the gradient of the output, dO (or a bundle entry dout).",
+    ), READS] = None,
 ) -> None:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 
@@ -91,8 +92,6 @@ def explain(
     as 'attn run'; for tensors, one (batch, head) is explained. In a pipe:
     JSON with scores, scaled, logits, weights, output.
     """
-    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [*files, *attention.files(), *([dout] if dout is not None else [])])
     if dout is not None and not grad:
         raise UsageError("--dout is for the backward pass", hint="add --grad")
     problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",) if grad else ())

@@ -23,7 +23,7 @@ from attncli.cli.options import (
     attention_options,
     read_options,
 )
-from attncli.cli.paths import check_outputs
+from attncli.cli.paths import READS
 from attncli.cli.qkv import load_problem, output_gradient, slice_of, slices, variant_data
 from attncli.cli.views import View
 from attncli.errors import UsageError
@@ -47,7 +47,7 @@ DoutOption = Annotated[str | None, typer.Option(
     "--dout", metavar="FILE", show_default=False,
     help="The gradient of the output, dO: the shape of the output (n_q×d_v, or [..., heads, n_q, d_v]). "
          "A bundle may hold it as 'dout'.",
-)]
+), READS]
 GradEmitOption = Annotated[Emit, typer.Option(
     "--emit", metavar="dq|dk|dv|dsinks|dbias",
     help="The gradient csv/tsv/npy write; npz and safetensors write every gradient, one entry each.",
@@ -91,7 +91,6 @@ def grad(
     if view.value == "top":
         raise UsageError("attn grad has no top view: a gradient has no heaviest keys",
                          hint="--view auto, compact or numbers")
-    check_outputs({}, [*files, *attention.files(), *([dout] if dout is not None else [])])
     problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
     grads = attention_grad(problem.q.values, problem.k.values, problem.v.values,
                            output_gradient(problem, dout, reading.settings()), problem.options)

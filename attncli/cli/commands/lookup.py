@@ -28,7 +28,7 @@ from attncli.cli.options import (
     attention_options,
     read_options,
 )
-from attncli.cli.paths import check_outputs, model_files
+from attncli.cli.paths import READS, READS_MODEL
 from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
@@ -75,7 +75,7 @@ def lookup(
         "--dict", "-d", metavar="FILE", show_default=False,
         help="Keys and values from a YAML/JSON mapping (key: number or key: [vector]), or a CSV "
              "whose first column holds the keys.",
-    )] = None,
+    ), READS] = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
     unknown: UnknownOption = UNKNOWN_IS_AN_ERROR,
@@ -85,7 +85,7 @@ def lookup(
              "(a Hugging Face folder, or a name in the local cache; needs the 'models' extra) "
              "instead of word vectors. Its embeddings are unit length, so the scores are cosines, "
              "scaled by 1 (as with --similarity cosine) unless --scale says otherwise.",
-    )] = None,
+    ), READS_MODEL] = None,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
     fmt: FormatOption = None,
@@ -105,8 +105,6 @@ def lookup(
     exactly as `attn run`, and the values are blended by those weights.
     Matching is case-insensitive.
     """
-    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [dict_file, vectors, words_file, *model_files(model)])
     import numpy as np
 
     from attncli.core.reference import reference

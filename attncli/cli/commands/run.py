@@ -22,7 +22,6 @@ from attncli.cli.options import (
     attention_options,
     read_options,
 )
-from attncli.cli.paths import check_outputs
 from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 
@@ -65,8 +64,6 @@ def run(
     is n_q×d_k, K is n_k×d_k, V is n_k×d_v; NPY, NPZ and safetensors tensors
     are (batch, heads, seq, dim), or with --layout bshd (batch, seq, heads, dim).
     """
-    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [*files, *attention.files()])
     problem = load_problem(files, attention, reading.settings(), layout)
     options = problem.options
     style = look.style()

@@ -11,7 +11,6 @@ they have no trained weights.
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -19,7 +18,7 @@ import typer
 
 from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.guards import check_attention
-from attncli.cli.io import check_stdin_once, source_name
+from attncli.cli.io import source_name
 from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
@@ -37,7 +36,7 @@ from attncli.cli.options import (
     attention_options,
     read_options,
 )
-from attncli.cli.paths import check_outputs
+from attncli.cli.paths import READS, READS_IF_FILE, is_file_name
 from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named, read_named
 from attncli.cli.settings import BundleSettings, given_on_command_line
@@ -70,22 +69,36 @@ MAX_TABLE_COLUMNS = 12  # output columns shown on a terminal; data formats have 
 
 
 WqOption = Annotated[str | None, typer.Option(
-    "--wq", metavar="FILE", show_default=False, help="W_Q, d_in×d_attn: Q = X W_Q + b_q. Random when not given.")]
+    "--wq", metavar="FILE", show_default=False,
+    help="W_Q, d_in×d_attn: Q = X W_Q + b_q. Random when not given.",
+), READS]
 WkOption = Annotated[str | None, typer.Option(
-    "--wk", metavar="FILE", show_default=False, help="W_K, d_z×d_attn: K = Z W_K + b_k. Random when not given.")]
+    "--wk", metavar="FILE", show_default=False,
+    help="W_K, d_z×d_attn: K = Z W_K + b_k. Random when not given.",
+), READS]
 WvOption = Annotated[str | None, typer.Option(
-    "--wv", metavar="FILE", show_default=False, help="W_V, d_z×d_v: V = Z W_V + b_v. Random when not given.")]
+    "--wv", metavar="FILE", show_default=False,
+    help="W_V, d_z×d_v: V = Z W_V + b_v. Random when not given.",
+), READS]
 WoOption = Annotated[str | None, typer.Option(
     "--wo", metavar="FILE", show_default=False,
-    help="W_O, d_v×d_out: output = concat(heads) W_O + b_o. None when not given.")]
+    help="W_O, d_v×d_out: output = concat(heads) W_O + b_o. None when not given."), READS]
 BqOption = Annotated[str | None, typer.Option(
-    "--bq", metavar="FILE", show_default=False, help="b_q, d_attn numbers (one row or column). Zero when not given.")]
+    "--bq", metavar="FILE", show_default=False,
+    help="b_q, d_attn numbers (one row or column). Zero when not given.",
+), READS]
 BkOption = Annotated[str | None, typer.Option(
-    "--bk", metavar="FILE", show_default=False, help="b_k, d_attn numbers. Zero when not given.")]
+    "--bk", metavar="FILE", show_default=False,
+    help="b_k, d_attn numbers. Zero when not given.",
+), READS]
 BvOption = Annotated[str | None, typer.Option(
-    "--bv", metavar="FILE", show_default=False, help="b_v, d_v numbers. Zero when not given.")]
+    "--bv", metavar="FILE", show_default=False,
+    help="b_v, d_v numbers. Zero when not given.",
+), READS]
 BoOption = Annotated[str | None, typer.Option(
-    "--bo", metavar="FILE", show_default=False, help="b_o, d_out numbers; needs W_O.")]
+    "--bo", metavar="FILE", show_default=False,
+    help="b_o, d_out numbers; needs W_O.",
+), READS]
 HeadsOption = Annotated[int, typer.Option(
     "--heads", "-H", metavar="H", min=1,
     help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
@@ -139,11 +152,11 @@ def self_attention(
              "settings such as heads: 2 or seed: 3, which options given here override), or a sentence: "
              "anything that is not a file and has no / or file extension. A sentence's words "
              "become rows through the word vectors, labelled by the words.",
-    )],
+    ), READS_IF_FILE],
     context: Annotated[str | None, typer.Option(
         "--context", "-c", metavar="Z", show_default=False,
         help="Cross-attention: keys and values come from Z (a matrix file or a sentence) instead of X.",
-    )] = None,
+    ), READS_IF_FILE] = None,
     wq: WqOption = None,
     wk: WkOption = None,
     wv: WvOption = None,
@@ -189,9 +202,6 @@ def self_attention(
     queries, keys, weights (heads × n_q × n_k), output and the projections.
     """
     weight_files = {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo}
-    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [*(s for s in (source, context) if s is not None and is_file_name(s)), *weight_files.values(),
-                   *attention.files(), vectors, words_file])
     own = SelfSettings(heads, seed, d_attn, d_out, columns)
     problem = load_self_problem(
         source, context, weight_files,
@@ -257,8 +267,6 @@ def load_self_problem(source: str, context: str | None, files: dict, attention: 
     from attncli.cli.options import allowed_cells, setting_names
 
     x_is_file, z_is_file = is_file_name(source), context is not None and is_file_name(context)
-    check_stdin_once([source if x_is_file else None, context if z_is_file else None, *files.values(),
-                      attention.mask, attention.bias])
     entries: dict = {}
     meta: dict = {}
     if x_is_file:
@@ -308,18 +316,6 @@ def load_self_problem(source: str, context: str | None, files: dict, attention: 
     weights = {name: entries[name] for name in WEIGHTS if name in entries}
     return SelfProblem(entries["x"], entries.get("context"), weights, attention.build(mask, bias), own, meta)
 
-
-def is_file_name(text: str) -> bool:
-    """Is X (or Z) a file rather than a sentence? '-', an existing path, or one
-    word that looks like a file name (a / or an extension such as .csv), so that
-    a mistyped file name is "no such file", not an unknown word."""
-    import re
-
-    if text == "-" or os.path.exists(text):
-        return True
-    if any(c.isspace() for c in text):
-        return False
-    return "/" in text or os.sep in text or re.search(r"[^.]\.[A-Za-z0-9]+$", text) is not None
 
 
 def _bundle_entries(bundle: Bundle, source: str) -> dict:

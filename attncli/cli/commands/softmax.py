@@ -11,7 +11,7 @@ from attncli.cli.command import OnceCommand
 from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.io import STDIN, STDIN_NAME, read_stdin
 from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
-from attncli.cli.paths import check_outputs
+from attncli.cli.paths import READS_STDIN
 from attncli.errors import AttnError, UsageError
 from attncli.text import clip, parse_number
 
@@ -73,7 +73,7 @@ def softmax(
         metavar="NUMBER...", show_default=False,
         help="The numbers, separated by spaces or commas; negative numbers are fine. "
              "'-' reads them from stdin.",
-    )] = None,
+    ), READS_STDIN] = None,
     temperature: TemperatureOption = 1.0,
     fmt: SoftmaxFormatOption = None,
     precision: PrecisionOption = 4,
@@ -85,7 +85,6 @@ def softmax(
     changes nothing but keeps e^x from overflowing). On a terminal: a table of
     each step. In a pipe: JSON {"input": [...], "temperature": T, "weights": [...]}.
     """
-    check_outputs({"--svg": svg, "--html": html}, [STDIN] if numbers == [STDIN] else [])
     x = read_numbers(numbers or [])
     result = softmax_result(x, temperature, precision)
     emit(result, fmt, svg=svg, html=html, title="attn softmax")

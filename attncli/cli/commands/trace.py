@@ -11,7 +11,7 @@ import typer
 from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.io import STDIN, read_bytes
 from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption
-from attncli.cli.paths import check_outputs, model_files
+from attncli.cli.paths import READS_MODEL, READS_STDIN
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 from attncli.text import clip, parse_index
@@ -49,12 +49,12 @@ TraceFormatOption = Annotated[Format | None, typer.Option(
 def trace(
     text: Annotated[str, typer.Argument(
         metavar="TEXT", show_default=False, help="The text to run through the model; '-' reads it from stdin.",
-    )],
+    ), READS_STDIN],
     model: Annotated[str | None, typer.Option(
         "--model", "-m", metavar="DIR", envvar="ATTN_MODEL", show_default=False,
         help="A Hugging Face BERT-family folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
              "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
-    )] = None,
+    ), READS_MODEL] = None,
     layers: Annotated[list[int] | None, typer.Option(
         "--layer", "-l", metavar="L", show_default=False,
         help="Show this layer (from 0; -1 is the last). Repeat for more. Default: every layer.",
@@ -89,8 +89,6 @@ def trace(
     from attncli.models import load_model
     from attncli.models import trace as run_trace
 
-    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [text if text == STDIN else None, *model_files(model)])
     text = read_bytes(text).decode("utf-8", errors="replace").strip() if text == STDIN else text
     if fmt is not None and fmt.value in ("csv", "tsv") and not (layers and heads and len(layers) == len(heads) == 1):
         raise UsageError(f"{fmt.value} writes one matrix", hint="pick one --layer and one --head, or use json or npy")
