@@ -116,7 +116,8 @@ GROUP = typer.main.get_command(app)  # built once: Typer builds every command an
 
 
 def _commands() -> dict[str, typing.Any]:
-    return GROUP.commands  # type: ignore[attr-defined]
+    """Every registered command, by name (the group builds each when asked)."""
+    return dict(GROUP.commands)  # type: ignore[attr-defined]
 
 
 def _outputs(command: str) -> list[str]:

@@ -6,6 +6,9 @@ before any command runs, stdin is named once and no output names an input."""
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
 from attncli.cli.helptext import AttnCommand
 
@@ -40,3 +43,15 @@ class OnceCommand(AttnCommand):
                     name = max(param.opts, key=len)
                     ctx.fail(f"{name} is given {times} times; give it once")
         return super().parse_args(ctx, args)
+
+
+@dataclass(frozen=True)
+class CommandSpec:
+    """One command as its module declares it (``COMMAND = CommandSpec(run, EXAMPLES)``):
+    the function (its docstring is the help), its examples (the first is the one the
+    top-level help shows) and its class. ``cli/app.py`` imports the module only when
+    the command runs or help lists it."""
+
+    function: Callable[..., Any]
+    examples: str
+    cls: type[OnceCommand] = OnceCommand

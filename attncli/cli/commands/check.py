@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
@@ -438,3 +439,6 @@ def head_table(rows: list[str], errors, baseline, tolerance: float):
         ok = bool(e <= tolerance)  # NaN is not
         table.add_row(label, f"{e:.3g}", f"{b:.3g}", "yes" if ok else "NO", style=None if ok else "red")
     return table
+
+
+COMMAND = CommandSpec(check, EXAMPLES)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
@@ -514,3 +515,6 @@ def _head_of(values, lead: tuple[int, ...], b: int, h: int):
     h_x = values.shape[-3]
     values = np.broadcast_to(values, lead[:-1] + (h_x,) + values.shape[-2:])
     return np.asarray(values.reshape(-1, h_x, *values.shape[-2:])[b, h * h_x // heads], dtype=values.dtype)
+
+
+COMMAND = CommandSpec(explain, EXAMPLES)

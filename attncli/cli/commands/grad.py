@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
@@ -198,3 +199,6 @@ def bias_slices(shape: tuple[int, ...], batch: int | None, head: int | None) -> 
     heads = shape[-3] if len(shape) > 2 else 1
     batches = math.prod(shape[:-3]) if len(shape) > 3 else 1
     return slices(shape, None if batches == 1 else batch, None if heads == 1 else head)
+
+
+COMMAND = CommandSpec(grad, EXAMPLES)

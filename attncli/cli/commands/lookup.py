@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.guards import check_attention
 from attncli.cli.io import source_name
@@ -255,3 +256,6 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
 
     maps = AttentionMaps.single(steps.weights, list(queries), list(keys), title=f"lookup in {space.name}")
     return Result(data, view, matrices, maps)
+
+
+COMMAND = CommandSpec(lookup, EXAMPLES)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from attncli.cli.command import CommandSpec
 from attncli.cli.emit import MATRIX_FORMATS, Result, choose_format, emit
 from attncli.cli.options import (
     FROM_OPTIONS,
@@ -76,3 +77,5 @@ def run(
     result = run_result(problem, steps, precision, options, batch, head, style)
     emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn run")
 
+
+COMMAND = CommandSpec(run, EXAMPLES)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Emitted, Result, emit
 from attncli.cli.guards import check_attention
 from attncli.cli.io import source_name
@@ -520,3 +521,6 @@ def _view(problem: SelfProblem, steps, dims: dict, settings: dict, out_labels: l
         parts.append(Text(f"… and {steps.output.shape[1] - MAX_TABLE_COLUMNS} more columns "
                           "(all of them with --format json, csv or npy)", style="dim"))
     return stack(*parts)
+
+
+COMMAND = CommandSpec(self_attention, EXAMPLES)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from attncli.cli.command import OnceCommand
+from attncli.cli.command import CommandSpec, OnceCommand
 from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.io import STDIN, STDIN_NAME, read_stdin
 from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
@@ -194,3 +194,6 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     data = {"input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf
             "temperature": temperature, "weights": weights}
     return Result(data, view, {"output": Emitted(weights[None, :])})
+
+
+COMMAND = CommandSpec(softmax, EXAMPLES, NumbersCommand)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Emitted, Format, Result, emit
 from attncli.cli.io import STDIN, read_bytes
 from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption
@@ -279,3 +280,6 @@ def query_grid(sel: Selection, precision: int, style):
 
 
 QUERY_TOKEN_WIDTH = 10  # characters of a token in the --query grid (longer ones shortened, with a legend)
+
+
+COMMAND = CommandSpec(trace, EXAMPLES)
