@@ -107,7 +107,7 @@ RECIPES: dict[str, list[list[str]]] = {
 
 # Parameters that hold text, never a file name: the second test requires every other string
 # parameter of a command to be marked READS or WRITES.
-NOT_PATHS = {"window", "delimiter", "query", "queries", "keys", "values", "grad_factor"}
+NOT_PATHS = {"window", "delimiter", "query", "queries", "keys", "values", "grad_factor", "emit"}
 
 WAYS = ("path", "symlink", "hard link", "/dev/fd/N")
 

@@ -18,16 +18,25 @@ class OnceCommand(AttnCommand):
     --scale 2`` is a usage error, never last-wins. Options that collect
     (``--keys a --keys b``) are declared as lists and add up. Its files are
     guarded before it runs: every parameter marked READS or WRITES where it
-    is declared (``cli/paths.py``) takes part, with no call in the command."""
+    is declared (``cli/paths.py``) takes part, with no call in the command.
+    The command returns its ``Result``, which is written here, once, with the
+    command's output flags (``cli/outputs.py``)."""
 
     def invoke(self, ctx):  # Click's Context, vendored by Typer
+        from attncli.cli.emit import Result, emit
+        from attncli.cli.outputs import OutputFlags
         from attncli.cli.paths import guard, path_roles
 
         if self.callback is not None:
             roles = path_roles(self.callback)
             flags = {param.name: max(param.opts, key=len) for param in self.params if param.name in roles}
             guard(roles, ctx.params, flags)
-        return super().invoke(ctx)
+        result = super().invoke(ctx)
+        if isinstance(result, Result):
+            emit(result, OutputFlags.of(ctx.params), title=f"attn {ctx.info_name}")
+            if result.failure is not None:
+                raise result.failure
+        return None
 
     def parse_args(self, ctx, args: list[str]) -> list[str]:  # Click's Context, vendored by Typer
         if not ctx.resilient_parsing:

@@ -12,22 +12,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attncli.cli.command import CommandSpec
-from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
     AttentionFlags,
-    Emit,
-    FormatOption,
-    HtmlOption,
     Layout,
     LayoutOption,
     PrecisionOption,
     ReadFlags,
-    SvgOption,
     attention_options,
     read_options,
 )
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS
 from attncli.errors import AttnError, CheckFailed, ShapeError, UsageError
 
@@ -54,6 +51,9 @@ QUERY_COLUMNS = 32  # the error heatmap's columns: queries are grouped past this
 
 @attention_options()
 @read_options()
+@output_options(emit=("error", "reference"), pictures=("svg", "html"),
+                emit_help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|, the default) or the "
+                          "reference output.")
 def check(
     files: Annotated[list[str], typer.Argument(
         metavar="OUT [Q K V | BUNDLE]", show_default=False,
@@ -73,13 +73,8 @@ def check(
         help="Absolute slack added to the tolerance. Default: 2 units in the last place of OUT's dtype at the "
              "largest |reference| value.",
     )] = None,
-    fmt: FormatOption = None,
-    emit_which: Annotated[Emit, typer.Option(
-        "--emit", metavar="error|reference",
-        help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|) or the reference output.",
-    )] = Emit.error,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    svg: SvgOption = None, html: HtmlOption = None,
     grad: Annotated[bool, typer.Option(
         "--grad", help="Check gradients instead: OUT is an NPZ or safetensors bundle of dq, dk, dv (and dsinks, "
                        "dbias), as 'attn grad -f npz' writes, or three files dQ dK dV, against attn's float64 "
@@ -93,7 +88,7 @@ def check(
         "--grad-factor", metavar="NAME=F", show_default=False,
         help="With --grad: one gradient's factor, e.g. dq=160 (PyTorch's SDPA tests); default --factor for each.",
     )] = None,
-) -> None:
+) -> Result:
     """Check a kernel's attention output against attn's float64 reference.
 
     OUT passes when max|OUT - ref| <= factor × max|baseline - ref| + atol
@@ -120,23 +115,22 @@ def check(
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a finite number ≥ 0, got {value}")
     if grad:
-        check_gradients(files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor),
-                        atol, fmt, precision)
-        return
+        return check_gradients(files, attention, reading, layout, dout, factor,
+                               grad_factors(grad_factor or [], factor), atol)
     if dout is not None or grad_factor:
         raise UsageError(f"{'--dout' if dout is not None else '--grad-factor'} is for checking gradients",
                          hint="add --grad")
     out_source = open_input(files[0])
-    out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
+    kernel_out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
     problem = load_problem(files[1:], attention, reading.settings(), layout)
     options = problem.options
-    out_values = to_layout(out.values, layout)
+    out_values = to_layout(kernel_out.values, layout)
     check_shape(out_values, problem)
     verdict = compare(out_values, problem.q.values, problem.k.values, problem.v.values, options, factor, atol)
-    emit(check_result(out_source.name, problem, verdict, options, precision), fmt, emit_which.value,
-         svg=svg, html=html, title="attn check")
+    result = check_result(out_source.name, problem, verdict, options, precision)
     if not verdict.passed:
-        raise CheckFailed(failure(verdict), source=out_source.name)
+        result.failure = CheckFailed(failure(verdict), source=out_source.name)
+    return result
 
 
 GRADIENTS = ("dq", "dk", "dv", "dsinks", "dbias")
@@ -161,8 +155,7 @@ def grad_factors(given: list[str], factor: float) -> dict[str, float]:
 
 
 def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFlags, layout: Layout,
-                    dout: str | None, factor: float, factors: dict[str, float], atol: float | None,
-                    fmt, precision: int) -> None:
+                    dout: str | None, factor: float, factors: dict[str, float], atol: float | None) -> Result:
     """``attn check --grad``: each gradient against the float64 backward pass, by the forward's rule."""
     from attncli.cli.qkv import load_problem, output_gradient, to_layout
     from attncli.core.check import check_grads
@@ -184,10 +177,11 @@ def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFl
     verdicts = check_grads(grads, problem.q.values, problem.k.values, problem.v.values, d_out, problem.options,
                            factors, atol)
     failed = [name for name, verdict in verdicts.items() if not verdict.passed]
-    emit(grads_result(source, problem, verdicts, factor), fmt, "error")
+    result = grads_result(source, problem, verdicts, factor)
     if failed:
-        raise CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)),
-                          source=sources.get(failed[0], source))
+        result.failure = CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)),
+                                     source=sources.get(failed[0], source))
+    return result
 
 
 def read_gradients(files: list[str], reading: ReadFlags) -> tuple[dict, dict[str, str], list[str]]:

@@ -11,24 +11,20 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attncli.cli.command import CommandSpec
-from attncli.cli.emit import Result, emit
+from attncli.cli.emit import Result
 from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
     AttentionFlags,
-    Emit,
-    EmitOption,
     FilesArgument,
-    FormatOption,
-    HtmlOption,
     Layout,
     LayoutOption,
     PrecisionOption,
     ReadFlags,
-    SvgOption,
     attention_options,
     read_options,
 )
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OUTPUT_OR_WEIGHTS, OutputFlags, output_options
 from attncli.cli.paths import READS
 from attncli.cli.qkv import Problem, compute, describe, load_problem, readings, run_result, shown_labels
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
@@ -55,6 +51,7 @@ TERMS = 8  # terms written out in a sum before the rest are summarised
 @attention_options()
 @read_options()
 @view_options()
+@output_options(**OUTPUT_OR_WEIGHTS)
 def explain(
     files: FilesArgument,
     query: Annotated[str | None, typer.Option(
@@ -71,10 +68,8 @@ def explain(
     head: Annotated[int | None, typer.Option(
         "--head", min=0, metavar="H", show_default=False,
         help="For tensors: the query head whose steps are shown (from 0). Default: the first.")] = None,
-    fmt: FormatOption = None,
-    emit_which: EmitOption = Emit.output,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    svg: SvgOption = None, html: HtmlOption = None,
     look: ViewFlags = FROM_VIEW_OPTIONS,
     grad: Annotated[bool, typer.Option(
         "--grad", help="Also the backward pass for --dout: dP, the softmax's Jacobian, dS, and the query's dQ "
@@ -83,7 +78,7 @@ def explain(
         "--dout", metavar="FILE", show_default=False,
         help="With --grad: the gradient of the output, dO (or a bundle entry dout).",
     ), READS] = None,
-) -> None:
+) -> Result:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 
     In order: the inputs and their shapes, RoPE when asked, the scores QKᵀ,
@@ -101,9 +96,7 @@ def explain(
     backward = backward_of(problem, steps, dout, reading, batch, head) if grad else None
     if problem.tensors or steps.rotated is not None:
         problem, steps = one_head(problem, steps, batch, head)
-    result = explain_result(problem, steps, precision, options, pick_query(problem, query), look.style(),
-                            backward)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn explain")
+    return explain_result(problem, steps, precision, options, pick_query(problem, query), look.style(), backward)
 
 
 def pick_query(problem: Problem, query: str | None) -> int:

@@ -7,15 +7,13 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attncli.cli.command import CommandSpec
-from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
     AttentionFlags,
     BatchOption,
-    Emit,
     FilesArgument,
-    FormatOption,
     HeadOption,
     Layout,
     LayoutOption,
@@ -24,6 +22,7 @@ from attncli.cli.options import (
     attention_options,
     read_options,
 )
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS
 from attncli.cli.qkv import load_problem, output_gradient, slice_of, slices, variant_data
 from attncli.cli.views import View
@@ -49,10 +48,6 @@ DoutOption = Annotated[str | None, typer.Option(
     help="The gradient of the output, dO: the shape of the output (n_q×d_v, or [..., heads, n_q, d_v]). "
          "A bundle may hold it as 'dout'.",
 ), READS]
-GradEmitOption = Annotated[Emit, typer.Option(
-    "--emit", metavar="dq|dk|dv|dsinks|dbias",
-    help="The gradient csv/tsv/npy write; npz and safetensors write every gradient, one entry each.",
-)]
 AUTO = View("auto")
 GradViewOption = Annotated[View, typer.Option(
     "--view", metavar="auto|compact|numbers",
@@ -64,6 +59,9 @@ GradViewOption = Annotated[View, typer.Option(
 
 @attention_options()
 @read_options()
+@output_options(emit=("dq", "dk", "dv", "dsinks", "dbias"), pictures=(),
+                emit_help="The gradient csv/tsv/npy write (default dq); npz and safetensors write every "
+                          "gradient, one entry each.")
 def grad(
     files: FilesArgument,
     dout: DoutOption = None,
@@ -72,11 +70,10 @@ def grad(
     layout: LayoutOption = Layout.bhsd,
     batch: BatchOption = None,
     head: HeadOption = None,
-    fmt: FormatOption = None,
-    emit_which: GradEmitOption = Emit.dq,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
     view: GradViewOption = AUTO,
-) -> None:
+) -> Result:
     """The backward pass: dQ, dK, dV of attention for the output's gradient dO.
 
     Computed in float64 from the closed form (dP = dO Vᵀ; dS = P ∘ (dP − rowsum(dO ∘ O));
@@ -95,7 +92,7 @@ def grad(
     problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
     grads = attention_grad(problem.q.values, problem.k.values, problem.v.values,
                            output_gradient(problem, dout, reading.settings()), problem.options)
-    emit(grad_result(problem, grads, precision, batch, head, view.value), fmt, emit_which.value)
+    return grad_result(problem, grads, precision, batch, head, view.value)
 
 
 def grad_result(problem: Problem, grads: Grads, precision: int, batch: int | None, head: int | None,

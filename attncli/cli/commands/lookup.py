@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attncli.cli.command import CommandSpec
-from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.guards import check_attention
 from attncli.cli.io import source_name
 from attncli.cli.options import (
@@ -17,22 +17,18 @@ from attncli.cli.options import (
     FROM_READ_OPTIONS,
     UNKNOWN_IS_AN_ERROR,
     AttentionFlags,
-    Emit,
-    FormatOption,
-    HtmlOption,
     PrecisionOption,
     ReadFlags,
-    SvgOption,
     UnknownOption,
     VectorsOption,
     WordsOption,
     attention_options,
     read_options,
 )
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS, READS_MODEL
 from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named
-from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
@@ -57,7 +53,8 @@ Examples:
 
 @attention_options("scale", "temperature", "similarity")
 @read_options()
-@view_options("png", "pdf")
+@output_options(emit=("output", "weights"),
+                emit_help="The matrix csv/tsv/npy write: output (the default when there are values) or weights.")
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
@@ -89,16 +86,9 @@ def lookup(
     ), READS_MODEL] = None,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
-    fmt: FormatOption = None,
-    emit_which: Annotated[Emit | None, typer.Option(
-        "--emit", metavar="weights|output", show_default=False,
-        help="The matrix csv/tsv/npy write: weights, or output (the default when there are values).",
-    )] = None,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    svg: SvgOption = None,
-    html: HtmlOption = None,
-    look: ViewFlags = FROM_VIEW_OPTIONS,
-) -> None:
+) -> Result:
     """Look words up by meaning: attention of query words over key words.
 
     Each word becomes its GloVe vector (or, with --model, each text its
@@ -131,11 +121,9 @@ def lookup(
     v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
     steps = reference(q, k, v, options)
     check_attention(options, queries, len(key_names), steps)
-    which = (emit_which or (Emit.output if value_matrix is not None else Emit.weights)).value
-    if which == "output" and value_matrix is None:
+    if out.emit == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
-    emit(_result(queries, key_names, value_matrix, space, steps, options, precision), fmt, which,
-         svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn lookup")
+    return _result(queries, key_names, value_matrix, space, steps, options, precision)
 
 
 def _keys_and_values(keys: list[str] | None, values: list[str] | None, dict_file: str | None,
@@ -232,11 +220,11 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
         "similarity": options.similarity,
         "vectors": {"name": space.name, "words": space.words, "dim": space.dim},
     }
-    matrices = {"weights": Emitted(steps.weights, queries, keys)}
+    matrices = {"weights": Emitted(steps.weights, queries, keys)}  # the first is written unless --emit says
     if value_matrix is not None:
         data["columns"] = value_matrix.col_labels
         data["output"] = steps.output
-        matrices["output"] = Emitted(steps.output, queries, value_matrix.col_labels)
+        matrices = {"output": Emitted(steps.output, queries, value_matrix.col_labels), **matrices}
     header = Text.assemble(
         ("lookup ", "bold"),
         f"{plural(len(queries), 'query', 'queries')} × {len(keys)} keys · "

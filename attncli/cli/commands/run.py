@@ -3,26 +3,22 @@
 from __future__ import annotations
 
 from attncli.cli.command import CommandSpec
-from attncli.cli.emit import MATRIX_FORMATS, Result, choose_format, emit
+from attncli.cli.emit import Result
 from attncli.cli.options import (
     FROM_OPTIONS,
     FROM_READ_OPTIONS,
     AttentionFlags,
     BatchOption,
-    Emit,
-    EmitOption,
     FilesArgument,
-    FormatOption,
     HeadOption,
-    HtmlOption,
     Layout,
     LayoutOption,
     PrecisionOption,
     ReadFlags,
-    SvgOption,
     attention_options,
     read_options,
 )
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OUTPUT_OR_WEIGHTS, OutputFlags, output_options
 from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 
@@ -44,6 +40,7 @@ Examples:
 @attention_options()
 @read_options()
 @view_options()
+@output_options(**OUTPUT_OR_WEIGHTS)
 def run(
     files: FilesArgument,
     attention: AttentionFlags = FROM_OPTIONS,
@@ -51,12 +48,10 @@ def run(
     layout: LayoutOption = Layout.bhsd,
     batch: BatchOption = None,
     head: HeadOption = None,
-    fmt: FormatOption = None,
-    emit_which: EmitOption = Emit.output,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    svg: SvgOption = None, html: HtmlOption = None,
     look: ViewFlags = FROM_VIEW_OPTIONS,
-) -> None:
+) -> Result:
     """Compute softmax(QKᵀ/√d_k)V on matrices or tensors from files.
 
     On a terminal: a heatmap of the weights (queries down, keys across) and the
@@ -67,15 +62,11 @@ def run(
     """
     problem = load_problem(files, attention, reading.settings(), layout)
     options = problem.options
-    style = look.style()
-    pictures = (svg, html, look.png, look.pdf)
-    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and pictures == (None,) * 4:
+    if out.only_matrix("output"):
         # Only the output is written: the blocked kernel never holds the weights.
-        emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
-        return
+        return Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))})
     steps = compute(problem, options)
-    result = run_result(problem, steps, precision, options, batch, head, style)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn run")
+    return run_result(problem, steps, precision, options, batch, head, look.style())
 
 
 COMMAND = CommandSpec(run, EXAMPLES)

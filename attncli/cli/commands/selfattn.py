@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from attncli.cli.command import CommandSpec
-from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.guards import check_attention
 from attncli.cli.io import source_name
 from attncli.cli.options import (
@@ -25,18 +25,15 @@ from attncli.cli.options import (
     FROM_READ_OPTIONS,
     UNKNOWN_IS_AN_ERROR,
     AttentionFlags,
-    Emit,
-    FormatOption,
-    HtmlOption,
     PrecisionOption,
     ReadFlags,
-    SvgOption,
     UnknownOption,
     VectorsOption,
     WordsOption,
     attention_options,
     read_options,
 )
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS, READS_IF_FILE, is_file_name
 from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named, read_named
@@ -144,6 +141,10 @@ BUNDLE_META: dict[str, Any] = {"description": str}  # a bundle's plain settings 
 @attention_options()
 @read_options()
 @view_options()
+@output_options(emit=("output", "weights", "q", "k", "v"),
+                emit_help="The matrix csv/tsv/npy write: output (n_q×d_out, the default), weights (npy: "
+                          "heads×n_q×n_k; csv/tsv: every head's rows stacked, labelled head:query), or the "
+                          "projections q, k, v.")
 def self_attention(
     ctx: typer.Context,
     source: Annotated[str, typer.Argument(
@@ -181,17 +182,10 @@ def self_attention(
     columns: ColumnsOption = False,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
-    fmt: FormatOption = None,
-    emit_which: Annotated[Emit, typer.Option(
-        "--emit",
-        help="The matrix csv/tsv/npy write: output (n_q×d_out), weights (npy: heads×n_q×n_k; csv/tsv: every "
-             "head's rows stacked, labelled head:query), or the projections q, k, v.",
-    )] = Emit.output,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    svg: SvgOption = None,
-    html: HtmlOption = None,
     look: ViewFlags = FROM_VIEW_OPTIONS,
-) -> None:
+) -> Result:
     """Self-, cross- and multi-head attention: project X (and a context Z), attend, project out.
 
     Q = X W_Q + b_q, K = Z W_K + b_k, V = Z W_V + b_v, with Z = X unless
@@ -218,8 +212,7 @@ def self_attention(
     check_attention(options, problem.queries, len(problem.keys), steps.heads, heads)
     settings = {"seed": problem.settings.seed, "random": random, "options": options, "head": head,
                 "style": look.style()}
-    result = self_result(problem, steps, settings, precision)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn self")
+    return self_result(problem, steps, settings, precision)
 
 
 @dataclass

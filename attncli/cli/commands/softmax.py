@@ -8,9 +8,10 @@ from typing import Annotated
 import typer
 
 from attncli.cli.command import CommandSpec, OnceCommand
-from attncli.cli.emit import Emitted, Format, Result, emit
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.io import STDIN, STDIN_NAME, read_stdin
-from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
+from attncli.cli.options import PrecisionOption, TemperatureOption
+from attncli.cli.outputs import FORMAT_NAMES, FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS_STDIN
 from attncli.errors import AttnError, UsageError
 from attncli.text import clip, parse_number
@@ -23,10 +24,6 @@ Examples:
   attn softmax 1 2 3 | jq .weights
 """
 
-SoftmaxFormatOption = Annotated[Format | None, typer.Option(
-    "--format", "-f", show_default=False,
-    help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. csv/tsv/npy write the weights.",
-)]
 
 SEPARATORS = re.compile(r"[\s,]+")
 DECIMAL_COMMA = re.compile(r"[+\-\u2212]?\d+,\d+")  # "1,5": 1.5 in much of Europe, or the numbers 1 and 5
@@ -68,6 +65,8 @@ def _numbers(word: str) -> bool:
     return all(parse_number(w) is not None for w in SEPARATORS.split(word) if w)
 
 
+@output_options(pictures=("svg", "html"), format_help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a "
+                "pipe. csv/tsv/npy write the weights.")
 def softmax(
     numbers: Annotated[list[str] | None, typer.Argument(
         metavar="NUMBER...", show_default=False,
@@ -75,10 +74,9 @@ def softmax(
              "'-' reads them from stdin.",
     ), READS_STDIN] = None,
     temperature: TemperatureOption = 1.0,
-    fmt: SoftmaxFormatOption = None,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 4,
-    svg: SvgOption = None, html: HtmlOption = None,
-) -> None:
+) -> Result:
     """Softmax of a list of numbers: e^x / Σ e^x, the step that turns scores into weights.
 
     Computed the stable way (the largest number is subtracted first, which
@@ -86,8 +84,7 @@ def softmax(
     each step. In a pipe: JSON {"input": [...], "temperature": T, "weights": [...]}.
     """
     x = read_numbers(numbers or [])
-    result = softmax_result(x, temperature, precision)
-    emit(result, fmt, svg=svg, html=html, title="attn softmax")
+    return softmax_result(x, temperature, precision)
 
 
 def read_numbers(words: list[str]):

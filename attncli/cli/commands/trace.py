@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from attncli.cli.command import CommandSpec
-from attncli.cli.emit import Emitted, Format, Result, emit
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.io import STDIN, read_bytes
-from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption
+from attncli.cli.options import PrecisionOption
+from attncli.cli.outputs import FORMAT_NAMES, FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS_MODEL, READS_STDIN
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
@@ -39,14 +40,9 @@ Examples:
 """
 
 
-TraceFormatOption = Annotated[Format | None, typer.Option(
-    "--format", "-f", show_default=False,
-    help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. "
-         "npy writes the weights, 4-D; csv/tsv one head's matrix (one --layer, one --head).",
-)]
-
-
 @view_options()
+@output_options(format_help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. npy writes the "
+                            "weights, 4-D; csv/tsv one head's matrix (one --layer, one --head).")
 def trace(
     text: Annotated[str, typer.Argument(
         metavar="TEXT", show_default=False, help="The text to run through the model; '-' reads it from stdin.",
@@ -72,12 +68,10 @@ def trace(
     hide_special: Annotated[bool, typer.Option(
         "--hide-special", help="Leave out the special tokens, [CLS] and [SEP] (rows then sum to less than 1).",
     )] = False,
-    fmt: TraceFormatOption = None,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 2,
-    svg: SvgOption = None,
-    html: HtmlOption = None,
     look: ViewFlags = FROM_VIEW_OPTIONS,
-) -> None:
+) -> Result:
     """Show the attention of a real trained transformer (BERT family) on TEXT.
 
     The text is split into the model's tokens (WordPiece for BERT) and run
@@ -91,15 +85,15 @@ def trace(
     from attncli.models import trace as run_trace
 
     text = read_bytes(text).decode("utf-8", errors="replace").strip() if text == STDIN else text
-    if fmt is not None and fmt.value in ("csv", "tsv") and not (layers and heads and len(layers) == len(heads) == 1):
-        raise UsageError(f"{fmt.value} writes one matrix", hint="pick one --layer and one --head, or use json or npy")
+    if out.fmt is not None and out.fmt.value in ("csv", "tsv") and not (layers and heads and len(layers) == len(heads)
+                                                                        == 1):
+        raise UsageError(f"{out.fmt.value} writes one matrix",
+                         hint="pick one --layer and one --head, or use json or npy")
     loaded = load_model(model)
     t = run_trace(loaded, text)
     selection = Selection.choose(t, loaded.config.n_layer, loaded.config.n_head,
                                  layers, heads, query, hide_special, loaded.tokenizer)
-    result = trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision,
-                          style=look.style())
-    emit(result, fmt, "weights", svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn trace")
+    return trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision, style=look.style())
 
 
 class Selection:
