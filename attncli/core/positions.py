@@ -174,7 +174,9 @@ def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope, length: int | None 
     rotated are the first (or, ``rope.features == "last"``, the last); the
     others stay. Angles, cos and sin are float64, cos and sin multiplied by
     the scaling's attention factor (Hugging Face's ``attention_scaling``), then
-    rounded to x's dtype.
+    rounded to x's dtype. (Hugging Face computes the frequencies and the angles
+    in float32 even for float64 models: up to about L · 2⁻²⁴ radians off at
+    position L.)
 
     ``length``: the sequence length the frequencies are for (``rope_length``);
     it may be left out only when they do not depend on it (no scaling, or
