@@ -16,8 +16,7 @@ from attncli.core.positions import (
     alibi_slopes,
     band_allowed,
     distance,
-    query_positions,
-    rotate,
+    rotate_qk,
 )
 from attncli.errors import AttnError, ShapeError, UsageError
 from attncli.text import plural
@@ -198,10 +197,12 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 
 def _rotated(q: np.ndarray, k: np.ndarray, options: AttentionOptions) -> tuple[np.ndarray, np.ndarray]:
-    """Q and K rotated by their positions (RoPE): keys at 0..n_k−1, queries at offset + i."""
+    """Q and K rotated by their positions (RoPE): keys at 0..n_k−1, queries at offset + i;
+    with a scaling's attention factor, cos and sin (and so Q and K, and the score bound
+    made from them) are multiplied by it."""
     rope = options.rope
     assert rope is not None
-    d_k, n_q, n_k = q.shape[-1], q.shape[-2], k.shape[-2]
+    d_k = q.shape[-1]
     if rope.dim is not None and rope.dim > d_k:
         raise ShapeError(f"rope dim is {rope.dim} but Q and K have d_k = {d_k}",
                          hint="rotate at most every feature of a head")
@@ -209,7 +210,7 @@ def _rotated(q: np.ndarray, k: np.ndarray, options: AttentionOptions) -> tuple[n
         raise ShapeError(f"RoPE rotates features in pairs, but d_k = {d_k} is odd",
                          hint="give an even rope dim of at most d_k")
     with np.errstate(over="ignore", invalid="ignore"):
-        return rotate(q, query_positions(n_q, n_k, rope), rope), rotate(k, np.arange(n_k), rope)
+        return rotate_qk(q, k, rope)
 
 
 def _per_head(what: str, values: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:

@@ -29,7 +29,8 @@ class Steps:
     allowed: np.ndarray | None  # [..., n_q, n_k] bool, None when nothing is forbidden
     weights: np.ndarray  # [..., n_q, n_k] softmax of the logits; each row sums to 1 (or 0; < 1 with sinks)
     output: np.ndarray  # [..., n_q, d_v] weights V
-    rotated: tuple[np.ndarray, np.ndarray] | None = None  # RoPE(Q) [..., H_q, n_q, d_k], RoPE(K) [..., H_kv, n_k, d_k]
+    # RoPE(Q) [..., H_q, n_q, d_k], RoPE(K) [..., H_kv, n_k, d_k] (times a RoPE scaling's attention factor)
+    rotated: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None) -> np.ndarray:
