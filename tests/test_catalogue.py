@@ -342,7 +342,20 @@ CATALOGUE = [
      "{d}/b.yaml:7: expands to more than 10,000,000 elements (YAML aliases repeat whole subtrees; "
      "write the numbers out, or set ATTN_MAX_YAML_NODES to raise the limit)"),
     ("YAML syntax", {"q.yaml": "- [1, 2\n"}, ["run", "{d}/q.yaml", *KV], 1,
-     "{d}/q.yaml:2: invalid YAML: did not find expected ',' or ']' (column 1)"),
+     "{d}/q.yaml:2: invalid YAML: …"),  # then PyYAML's words and the column
+    ("YAML !!str number", {"q.yaml": "- [1, !!str 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: row 1, column 2: '2' is tagged !!str, so it is not a number (remove the tag)"),
+    ("YAML !!timestamp number", {"q.yaml": "- [1, !!timestamp 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: row 1, column 2: '2' is tagged !!timestamp, so it is not a number (remove the tag)"),
+    ("YAML non-specific tag on a number", {"q.yaml": "- [1, ! 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: row 1, column 2: '2' is tagged !, so it is not a number (remove the tag)"),
+    ("YAML !!bool on a number in a mask", {"m.yaml": "- [1, !!bool 0, 1]\n"}, ["run", *QKV, "--mask", "{d}/m.yaml"],
+     1, "{d}/m.yaml:1: row 1, column 2: '0' is tagged !!bool, so it is not a number (remove the tag)"),
+    ("YAML !!binary number", {"q.yaml": "- [1, !!binary 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: the tag tag:yaml.org,2002:binary is not allowed (attn reads plain YAML: numbers, lists and "
+     "mappings)"),
+    ("YAML custom tag on a number", {"q.yaml": "- [1, !foo 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: the tag !foo is not allowed (attn reads plain YAML: numbers, lists and mappings)"),
     ("JSON syntax", {"q.json": "[[1, 2],\n [3 4]]"}, ["run", "{d}/q.json", *KV], 1,
      "{d}/q.json:2: invalid JSON: Expecting ',' delimiter (column 5)"),
     ("JSON NaN", {"q.json": "[[1, NaN, 3]]"}, ["run", "{d}/q.json", *KV], 1, "{d}/q.json: NaN is not a finite number"),
@@ -593,6 +606,11 @@ CATALOGUE = [
      "{d}: is a directory, expected a file"),
     ("YAML nested too deeply", {"q.yaml": "- " * 20 + "1\n"}, ["run", "{d}/q.yaml", *KV], 1,
      "{d}/q.yaml:1: is nested too deeply to be a matrix (a matrix needs at most 8 levels of lists and mappings)"),
+    ("YAML flow lists nested past libyaml's own limit", {"q.yaml": "[" * 2000 + "]" * 2000},
+     ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: is nested too deeply to be a matrix (a matrix needs at most 8 levels of lists and mappings)"),
+    ("YAML flow mappings as keys nested past libyaml's own limit", {"q.yaml": "- " + "{" * 1500 + "}" * 1500},
+     ["run", "{d}/q.yaml", *KV], 1, "{d}/q.yaml:1: a mapping key must be a plain name"),
     ("JSON nested too deeply", {}, ["run", "-", *KV], 1,
      "<stdin>: is nested too deeply to be a matrix (a matrix needs at most 8 levels of lists and mappings)",
      "[" * 100_000 + "]" * 100_000),
@@ -614,8 +632,7 @@ CATALOGUE = [
      None, {"ATTN_MAX_LINE": "100"}),
     ("truncated gzip vectors", {"v.gz": b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03KK"},
      ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.gz"], 1,
-     "{d}/v.gz: is a damaged or truncated gzip file (Compressed file ended before the end-of-stream marker was "
-     "reached)"),
+     "{d}/v.gz: is a damaged or truncated gzip file (…"),  # then Python's gzip's words
     ("word2vec header absurd dimension", {"v.txt": "2 99999999999999\nfruit 1\n"},
      ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"], 1,
      "{d}/v.txt:1: the header says the vectors have 99,999,999,999,999 dimensions, more than the limit of "
