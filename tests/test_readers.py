@@ -127,8 +127,14 @@ def test_npy_refusals(array, message):
 
 
 def test_truncated_npy():
-    message = error(npy_bytes(np.ones((4, 4)))[:-10], "x.npy")
-    assert message.startswith("x.npy: is truncated or damaged (")
+    assert error(npy_bytes(np.ones((4, 4)))[:-10], "x.npy") == (
+        "x.npy: its NPY header declares 4×4 float64 values (128 bytes), but 118 bytes of data follow it "
+        "(the file is truncated or damaged)")
+
+
+def test_a_damaged_npy_header_is_attns_line_then_numpys_words():
+    message = error(b"\x93NUMPY\x01\x00\x10\x00{'descr': <f8'}    \n", "x.npy")
+    assert message.startswith("x.npy: is truncated or damaged (")  # numpy's own words follow, whatever they are
 
 
 def test_csv_named_npy_is_not_called_pickled():
@@ -148,6 +154,70 @@ def test_npz_bundle_with_labels():
     assert set(bundle.matrices) == {"q", "k", "v"}
     assert bundle.matrices["k"].row_labels == ["a", "b", "c"]
     assert bundle.matrices["v"].col_labels == ["value"]
+
+
+@pytest.mark.parametrize("encode", [False, True])
+def test_npz_byte_string_labels_are_utf8_text(encode):
+    """Labels stored as byte strings (dtype S, as h5py and older numpy code
+    write them) are decoded as UTF-8, never shown as "b'apple'"."""
+    names = ["apple", "pear", "ümlaut"]
+    labels = np.array([n.encode() for n in names]) if encode else np.array(names)
+    assert labels.dtype.kind == ("S" if encode else "U")
+    bundle = read_bundle(npz_bytes(k=np.ones((3, 2)), k_labels=labels, k_columns=labels[:2]), "b.npz")
+    assert bundle.matrices["k"].row_labels == names
+    assert bundle.matrices["k"].col_labels == names[:2]
+
+
+def test_npz_byte_string_settings_are_utf8_text():
+    bundle = read_bundle(npz_bytes(q=np.ones((1, 2)), similarity=np.array(b"cosine")), "b.npz")
+    assert bundle.meta == {"similarity": "cosine"}
+
+
+def test_npz_names_an_array_once():
+    """A zip may hold a member name twice; numpy reads one of them without a word."""
+    import warnings
+    import zipfile
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w") as z:
+        warnings.simplefilter("ignore")
+        z.writestr("q.npy", npy_bytes(np.ones((1, 2))))
+        z.writestr("k.npy", npy_bytes(np.ones((1, 2))))
+        z.writestr("q.npy", npy_bytes(np.zeros((1, 2))))
+    with pytest.raises(AttnError) as e:
+        read_bundle(buffer.getvalue(), "b.npz")
+    assert str(e.value) == ("b.npz: holds two arrays named 'q': the member 'q.npy' twice "
+                            "(numpy would read only one of them: save each name once)")
+
+
+def test_npy_headers_are_checked_against_the_data_in_every_way_of_reading(tmp_path):
+    """Memory-mapped from a file, read from bytes (stdin) or as an NPZ member:
+    the same line, before numpy maps or reshapes anything (10¹²×10¹² overflowed mmap: exit 70)."""
+    from attncli.readers.arrays import map_npy
+
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": "<f4", "fortran_order": False, "shape": (10**12, 10**12)})
+    data = buffer.getvalue() + bytes(8)
+    (tmp_path / "x.npy").write_bytes(data)
+    said = ("its NPY header declares 1000000000000×1000000000000 float32 values (4,000,000,000,000,000,000,000,000 "
+            "bytes), but 8 bytes of data follow it (the file is truncated or damaged)")
+    with pytest.raises(AttnError) as e:
+        map_npy(str(tmp_path / "x.npy"), "x.npy")
+    assert str(e.value) == f"x.npy: {said}"
+    assert error(data, "x.npy") == f"x.npy: {said}"
+    with pytest.raises(AttnError) as e:
+        read_bundle(_npz_of(q=data), "b.npz")
+    assert str(e.value) == f"b.npz: q: {said}"
+
+
+def _npz_of(**members: bytes) -> bytes:
+    import zipfile
+
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as z:
+        for name, data in members.items():
+            z.writestr(f"{name}.npy", data)
+    return buffer.getvalue()
 
 
 def test_npz_errors():
