@@ -60,8 +60,12 @@ class OutputFlags:
 
     @classmethod
     def of(cls, params: Mapping[str, Any]) -> OutputFlags:
-        """The flags among a command's parameter values."""
-        return cls(**{f.name: params.get(f.name) for f in fields(cls)})
+        """The flags among a command's parameter values (Click's, which some Typer
+        versions keep as typed, "json", rather than as the Format)."""
+        values = {f.name: params.get(f.name) for f in fields(cls)}
+        if values["fmt"] is not None:
+            values["fmt"] = Format(values["fmt"])
+        return cls(**values)
 
     @property
     def pictures(self) -> bool:
