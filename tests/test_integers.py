@@ -620,8 +620,12 @@ def test_the_api_takes_any_original_context_length(data, kind, length):
     from attncli import RopeScaling
 
     if not 1 <= length <= POSITIONS or (kind == "longrope" and length < 2):
-        with pytest.raises(UsageError):
+        with pytest.raises(UsageError) as refused:
             RopeScaling(kind, original_max_position_embeddings=length, **SCALINGS[kind])
+        if length > POSITIONS:
+            assert str(refused.value) == (f"rope scaling's original_max_position_embeddings {length} is past 2^32 "
+                                          "(4,294,967,296) (it is a context length; float64 keeps RoPE angles "
+                                          "within 1e-6 radians only up to position 2^32)")
         return
     rope = Rope("neox", scaling=RopeScaling(kind, original_max_position_embeddings=length, **SCALINGS[kind]))
     out, weights = attention(data["q"], data["k"], data["v"], rope=rope)

@@ -273,10 +273,11 @@ def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None)
     """The band lo ≤ j − i ≤ hi that causal and the window allow (None: open).
 
     A bound that every pair meets is open: j − i lies in [1 − n_q, n_k − 1],
-    so lo ≤ 1 − n_q and hi ≥ n_k − 1 are None. A window side at or past the
-    number of keys is therefore unbounded, as −1 is (FlashAttention's
-    meaning), however large: lo and hi stay within the sizes, and nothing
-    made from them (blocks, ``np.tri``) can overflow a C long."""
+    so lo ≤ 1 − n_q and hi ≥ n_k − 1 are None: a window side that excludes no
+    key (left ≥ n_k − 1, right ≥ n_q − 1; any side ≥ n_k when n_q ≤ n_k + 1,
+    which FlashAttention's kernels set to −1) is unbounded, as −1 is, however
+    large. lo and hi stay within the sizes, so nothing made from them (blocks,
+    ``np.tri``) can overflow a C long."""
     lo, hi = None, None
     if causal is not None:
         hi = n_k - n_q if causal == "bottom-right" else 0
