@@ -329,6 +329,19 @@ CATALOGUE = [
      "rope theta must be a positive finite number, got 0.0"),
     ("odd rope dim", {}, ["run", *QKV, "--rope", "neox", "--rope-dim", "3"], 2,
      "rope dim must be a positive even number, got 3 (features are rotated in pairs)"),
+    ("rope offset past 2^32", TENSORS, ["run", *T, "--rope", "neox", "--rope-offset", "-" + "9" * 30], 2,
+     f"rope offset -{'9' * 30} is outside ±2^32 (±4,294,967,296) "
+     "(float64 keeps RoPE angles within 1e-6 radians only up to position 2^32)"),
+    ("last rope position past 2^32", TENSORS, ["run", *T, "--rope", "neox", "--rope-offset", "4294967295"], 2,
+     "the last query's RoPE position, 4,294,967,295 + 2, is past 2^32 (4,294,967,296) "
+     "(float64 keeps RoPE angles within 1e-6 radians only up to position 2^32)"),
+    ("bundle rope offset past 2^32", {"b.yaml": "q: [[1, 2]]\nk: [[1, 2]]\nv: [[1]]\nrope: neox\n"
+                                                "rope_offset: 4294967297\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:5: rope offset 4294967297 is outside ±2^32 (±4,294,967,296) "
+     "(float64 keeps RoPE angles within 1e-6 radians only up to position 2^32)"),
+    ("bundle number past float64", {"b.json": '{"q": [[1]], "k": [[1]], "v": [[1]], "scale": 1' + "0" * 400 + "}"},
+     ["run", "{d}/b.json"], 1, "{d}/b.json: scale: 100000000000000000000000000000000000000… is too large "
+                               "(float64 holds up to 1.8e308)"),
     ("rope setting without rope", {}, ["run", *QKV, "--rope-offset", "2"], 2,
      "--rope-offset goes with --rope (add --rope neox or --rope gptj)"),
     ("unknown rope style", {}, ["run", *QKV, "--rope", "llama"], 2,
@@ -337,6 +350,8 @@ CATALOGUE = [
      "--head 4 but there are 4 query heads (they are numbered from 0 to 3)"),
     ("batch out of range", TENSORS, ["run", *T, "--batch", "1"], 2,
      "--batch 1 but there is 1 batch (the only one is 0)"),
+    ("grad head out of range in a pipe", TENSORS, ["grad", *T, "--dout", "{d}/q.npy", "--head", "9", "-f", "json"], 2,
+     "--head 9 but there are 4 query heads (they are numbered from 0 to 3)"),
     # ---------------------------------------------------------------- attn check
     ("check without inputs", {}, ["check", "{d}/out.npy"], 2,
      "expected OUT and one bundle, or OUT and three files Q K V, got 1 file"),

@@ -128,7 +128,7 @@ RopeDimOption = Annotated[int | None, typer.Option(
 )]
 RopeOffsetOption = Annotated[int | None, typer.Option(
     "--rope-offset", metavar="P", show_default=False,
-    help="The first query's RoPE position. Default n_k-n_q: the queries are the last tokens.",
+    help="The first query's RoPE position (within ±2^32). Default n_k-n_q: the queries are the last tokens.",
 )]
 SinksOption = Annotated[str | None, typer.Option(
     "--sinks", metavar="FILE", show_default=False,

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attncli.errors import AttnError
+from attncli.text import clip
 
 
 def given_on_command_line(ctx: Any, names: Iterable[str]) -> frozenset[str]:
@@ -102,9 +103,12 @@ class BundleSettings:
         if kind in (int, float):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise self.error(name, f"expected a number, found {shown}")
-            if kind is int and not float(value).is_integer():
+            if kind is int and isinstance(value, float) and not value.is_integer():
                 raise self.error(name, f"expected a whole number, found {shown}")
-            number = kind(value)
+            try:
+                number = kind(value)
+            except OverflowError:  # a whole number past float64's range (JSON keeps its digits)
+                raise self.error(name, f"{clip(shown)} is too large (float64 holds up to 1.8e308)") from None
             low, high = getattr(limits, "min", None), getattr(limits, "max", None)
             if (low is not None and number < low) or (high is not None and number > high):
                 bounds = f"at least {low}" if high is None else f"from {low} to {high}"

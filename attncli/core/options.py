@@ -30,6 +30,11 @@ ROPE_STYLES: tuple[RopeStyle, ...] = ("neox", "gptj")
 ROPE_FEATURES: tuple[RopeFeatures, ...] = ("first", "last")
 ROPE_SCALINGS: tuple[RopeScalingKind, ...] = ("linear", "dynamic", "llama3", "yarn", "longrope")
 UNBOUNDED = -1  # a window side of -1 has no limit (FlashAttention's window_size)
+# The largest RoPE position (either sign). The angle position · theta^(−2i/dim) is rounded to float64, and
+# the frequency before it: both err by about |position| · 2^−53 radians, under 1e-6 up to 2^32 and growing
+# with the position (past 2^53 the position itself is not a float64). Models' contexts are far shorter.
+MAX_POSITION = 2**32
+POSITION_HINT = "float64 keeps RoPE angles within 1e-6 radians only up to position 2^32"
 
 
 # Each kind of RoPE scaling: the fields it needs, then those it may take; any
@@ -116,6 +121,9 @@ class RopeScaling:
         if length is not None and (not _is_int(length) or length < 1):
             raise UsageError(f"rope scaling's original_max_position_embeddings must be a positive whole number, "
                              f"got {length}")
+        if length is not None and length > MAX_POSITION:
+            raise UsageError(f"rope scaling's original_max_position_embeddings {length} is past 2^32 "
+                             f"({MAX_POSITION:,})", hint="it is a context length; " + POSITION_HINT)
         for name in ("mscale", "mscale_all_dim"):
             value = getattr(self, name)
             if value is not None and not (_is_number(value) and math.isfinite(value) and value >= 0):
@@ -163,7 +171,8 @@ class Rope:
     with i + dim/2 (``rotate_half``: Hugging Face LLaMA, GPT-NeoX); ``gptj``
     pairs 2i with 2i + 1 (GPT-J, Meta's complex form). Keys sit at positions
     0 .. n_k − 1; queries at offset + i, the offset defaulting to n_k − n_q
-    (new tokens after cached ones).
+    (new tokens after cached ones). Positions stay within ±2^32
+    (``MAX_POSITION``), where float64 angles are still within 1e-6 radians.
     """
 
     style: RopeStyle = "neox"
@@ -182,6 +191,8 @@ class Rope:
                              hint="features are rotated in pairs")
         if self.offset is not None and not _is_int(self.offset):
             raise UsageError(f"rope offset must be a whole number, got {self.offset}")
+        if self.offset is not None and abs(self.offset) > MAX_POSITION:
+            raise UsageError(f"rope offset {self.offset} is outside ±2^32 (±{MAX_POSITION:,})", hint=POSITION_HINT)
         if self.scaling is not None and not isinstance(self.scaling, RopeScaling):
             raise UsageError(f"rope scaling must be a RopeScaling, not {type(self.scaling).__name__}",
                              hint="Rope(scaling=RopeScaling('linear', factor=2))")

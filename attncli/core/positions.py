@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attncli.core.options import UNBOUNDED, Rope, RopeScaling
-from attncli.errors import ShapeError
+from attncli.core.options import MAX_POSITION, POSITION_HINT, UNBOUNDED, Rope, RopeScaling
+from attncli.errors import ShapeError, UsageError
 
 
 def rope_frequencies(rope: Rope, dim: int, length: int) -> tuple[np.ndarray, float]:
@@ -206,9 +206,13 @@ def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope, length: int | None 
 
 
 def query_positions(n_q: int, n_k: int, rope: Rope) -> np.ndarray:
-    """[n_q] the queries' positions: offset + i, the offset n_k − n_q unless given."""
+    """[n_q] the queries' positions: offset + i, the offset n_k − n_q unless given;
+    the last of them at most 2^32 (``MAX_POSITION``: its angles are then within 1e-6)."""
     offset = n_k - n_q if rope.offset is None else rope.offset
-    return np.arange(n_q) + offset
+    if offset + n_q - 1 > MAX_POSITION:
+        raise UsageError(f"the last query's RoPE position, {offset:,} + {n_q - 1:,}, is past 2^32 ({MAX_POSITION:,})",
+                         hint=POSITION_HINT)
+    return np.arange(n_q, dtype=np.int64) + offset
 
 
 def alibi_slopes(n_heads: int) -> np.ndarray:
@@ -266,7 +270,14 @@ def _band_block(rows: range, cols: range, n_q: int, n_k: int, causal: str | None
 
 
 def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
-    """The band lo ≤ j − i ≤ hi that causal and the window allow (None: open)."""
+    """The band lo ≤ j − i ≤ hi that causal and the window allow (None: open).
+
+    A bound that every pair meets is open: j − i lies in [1 − n_q, n_k − 1],
+    so lo ≤ 1 − n_q and hi ≥ n_k − 1 are None: a window side that excludes no
+    key (left ≥ n_k − 1, right ≥ n_q − 1; any side ≥ n_k when n_q ≤ n_k + 1,
+    which FlashAttention's kernels set to −1) is unbounded, as −1 is, however
+    large. lo and hi stay within the sizes, so nothing made from them (blocks,
+    ``np.tri``) can overflow a C long."""
     lo, hi = None, None
     if causal is not None:
         hi = n_k - n_q if causal == "bottom-right" else 0
@@ -274,7 +285,7 @@ def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None)
         lo = n_k - n_q - window[0]
     if window is not None and window[1] != UNBOUNDED:
         hi = n_k - n_q + window[1] if hi is None else min(hi, n_k - n_q + window[1])
-    return lo, hi
+    return (None if lo is None or lo <= 1 - n_q else lo), (None if hi is None or hi >= n_k - 1 else hi)
 
 
 def _block(r: int, c: int, shift: int, dtype: str, kind: str,

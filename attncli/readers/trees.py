@@ -106,7 +106,10 @@ class Scalar:
 
     def value(self) -> Any:
         if self.plain and self.tag.endswith(("int", "float")):
-            return parse_number(self.text.replace("_", ""))
+            text = self.text.replace("_", "")
+            if text.lstrip("+-").isascii() and text.lstrip("+-").isdigit() and len(text) <= MAX_DIGITS:
+                return int(text)  # a whole number keeps its digits (a seed, a RoPE offset), as JSON's do
+            return parse_number(text)
         if self.plain and self.tag.endswith("bool"):
             return self.text.lower() in ("true", "yes", "on", "y")
         return None if self.tag.endswith("null") else self.text

@@ -346,10 +346,12 @@ def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int
         forbidden = int((~steps.allowed).sum())
         why = ""
         if options.window is not None:
+            from attncli.core.positions import band
+
             left, right = options.window
             n_q, n_k = steps.allowed.shape[-2:]
-            span = " to ".join(_side(n_k - n_q, side, sign) for side, sign in ((left, "−"), (right, "+")))
-            why += f" The window ({left},{right}) lets query i see keys {span}."
+            lo, hi = band(n_q, n_k, None, options.window)  # a side past every key is open
+            why += f" The window ({left},{right}) lets query i see keys {_end(lo, '0')} to {_end(hi, 'the last')}."
         if not problem.masked and options.causal is not None:
             why += " Causal: each query sees only the keys up to its own position."
         parts.append(f"The mask forbids {forbidden} of {steps.allowed.size} query–key pairs (–).{why} "
@@ -367,12 +369,11 @@ def mask_section(problem: Problem, steps, scaled, rows, key_cols, precision: int
                          title=f"scaled scores with the {' and '.join(shown) or 'mask'} (−inf = forbidden)")]
 
 
-def _side(shift: int, side: int, sign: str) -> str:
-    """'i − 3', 'i + 2 + 0', or 'any' for −1: one end of a window, bottom-right aligned."""
-    if side == -1:
-        return "0" if sign == "−" else "the last"
-    total = shift - side if sign == "−" else shift + side
-    return "i" if total == 0 else f"i {'+' if total > 0 else '−'} {abs(total)}"
+def _end(bound: int | None, open_end: str) -> str:
+    """'i − 3', 'i', 'i + 2', or ``open_end`` for an open side: one end of a window's keys, j − i bounded."""
+    if bound is None:
+        return open_end
+    return "i" if bound == 0 else f"i {'+' if bound > 0 else '−'} {abs(bound)}"
 
 
 def variant_lines(problem: Problem, options: AttentionOptions) -> list[str]:

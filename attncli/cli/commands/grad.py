@@ -105,6 +105,7 @@ def grad_result(problem: Problem, grads: Grads, precision: int, batch: int | Non
     labels = {"dq": (problem.q.row_labels, problem.q.col_labels), "dk": (problem.k.row_labels, problem.k.col_labels),
               "dv": (problem.k.row_labels or problem.v.row_labels, problem.v.col_labels)}
     options = problem.options
+    slices(grads.dq.shape, batch, head)  # a usage error when out of range, whatever the format (as run's)
     heads = grads.dq.shape[-3] if grads.dq.ndim > 2 else 1
     data = {**named, "shapes": {name: list(g.shape) for name, g in named.items()},
             "scale": options.scale_for(problem.q.shape[-1]), "temperature": options.temperature,

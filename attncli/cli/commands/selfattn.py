@@ -35,7 +35,7 @@ from attncli.cli.options import (
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS, READS_IF_FILE, is_file_name
-from attncli.cli.qkv import describe
+from attncli.cli.qkv import SETTINGS, describe
 from attncli.cli.reading import read_matrix_named, read_named
 from attncli.cli.settings import BundleSettings, given_on_command_line
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
@@ -268,8 +268,10 @@ def load_self_problem(source: str, context: str | None, files: dict, attention: 
         if bundle.single:
             entries["x"] = bundle.matrix()
         else:
+            # A setting written as a list (window: [3, 0]) is read as a matrix: it is a setting all the same.
+            listed = {name: bundle.matrices.pop(name) for name in list(bundle.matrices) if name.lower() in SETTINGS}
             entries.update(_bundle_entries(bundle, source_name(source)))
-            settings = BundleSettings.of(bundle.meta, source_name(source), bundle.lines,
+            settings = BundleSettings.of({**bundle.meta, **listed}, source_name(source), bundle.lines,
                                          [*BUNDLE_META, *SELF_SETTINGS, *setting_names()])
             attention = attention.with_settings(settings)
             own = SelfSettings(**settings.fill(vars(own), SELF_SETTINGS, given))
