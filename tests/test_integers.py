@@ -480,8 +480,8 @@ def test_every_integer_option_takes_any_integer(data, command, name):
 def bundle_settings() -> list[tuple[str, str]]:
     """(command, setting) of the integer options a bundle may set: run's (those of every
     command that reads Q, K, V) and self's."""
-    from attncli.cli.commands.selfattn import SELF_SETTINGS
-    from attncli.cli.options import setting_names
+    from attncli.cli.attention import setting_names
+    from attncli.cli.self_inputs import SELF_SETTINGS
 
     accepted = {"run": set(setting_names()), "self": set(setting_names()) | set(SELF_SETTINGS)}
     return [(command, name) for command, name in OPTIONS if name in accepted.get(command, ())]

@@ -223,7 +223,7 @@ def test_a_bug_is_one_line_and_exit_70(attn, samples, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("boom")
 
-    monkeypatch.setattr(run, "compute", broken)
+    monkeypatch.setattr(run, "every_step", broken)
     assert attn.fails("run", samples / "colors.yaml", code=70) == \
         "internal error: KeyError: 'boom' (a bug in attn: ATTN_DEBUG=1 shows where; please report it)"
     result = attn("run", samples / "colors.yaml", env={"ATTN_DEBUG": "1"})

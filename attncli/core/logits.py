@@ -262,8 +262,8 @@ def product(qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0
         return qb @ np.swapaxes(kb, -1, -2)  # [..., r, d_k] @ [..., d_k, c] -> [..., r, c]
 
 
-def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
-            cols: slice = EVERYTHING, inside: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING,
+            inside: bool = False, stages: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Apply the options to scaled scores (scale · q·k / temperature), in place.
 
     [..., r, c] -> logits [..., r, c] and allowed [..., r, c] bool (None when
@@ -272,6 +272,8 @@ def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
     attend. ``rows`` and ``cols`` say which block of the n_q × n_k matrix this is;
     ``inside`` says the caller knows it lies wholly inside the causal triangle
     and the window (``kernel.key_range``), so neither is worked out.
+    ``stages``, when given, keeps a copy of the logits after each step that
+    is a setting's own (by the setting's name: "softcap"), for explaining.
     """
     if not p.cannot_overflow:
         check_scores(logits)
@@ -280,6 +282,8 @@ def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
     if options.softcap is not None:
         cap = float(options.softcap)  # softcap · tanh(logits / softcap): smooth, within ±softcap
         np.multiply(np.tanh(np.divide(logits, cap, out=logits), out=logits), cap, out=logits)
+        if stages is not None:
+            stages["softcap"] = logits.copy()
     if p.bias is not None:
         logits += _cut(p.bias, rows, cols)
     if p.alibi is not None:  # −slope · |i + n_k − n_q − j|, one slope per query head

@@ -1,16 +1,22 @@
-"""AttentionOptions: every setting of one attention call, typed, in one place.
+"""AttentionOptions: every setting of one attention call, typed, in one place,
+and how each is said (``SAYINGS``: its words in a header, its JSON field, its
+sentence in ``attn explain``).
 
-The core takes these; every command builds them (``attncli.cli.options``).
-To add a setting: a field here, its step in ``logits.combine`` (the one
-function that turns scores into logits), and one CLI option alias.
+The core takes these; every command builds them (``attncli.cli.attention``).
+To add a setting: a field here and its saying, its step in ``logits.combine``
+(the one function that turns scores into logits), and one field of the
+CLI's ``AttentionFlags``. RoPE's own settings are ``rope.py``'s.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields, replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from attncli.core.checks import check_positive, is_int
+from attncli.core.rope import Rope
 from attncli.errors import AttnError, UsageError
 
 if TYPE_CHECKING:  # numpy is imported where arrays are checked: the CLI's help needs only the names
@@ -18,190 +24,12 @@ if TYPE_CHECKING:  # numpy is imported where arrays are checked: the CLI's help 
 
 Similarity = Literal["dot", "cosine"]
 CausalAlign = Literal["top-left", "bottom-right"]
-RopeStyle = Literal["neox", "gptj"]
-RopeFeatures = Literal["first", "last"]
-RopeScalingKind = Literal["linear", "dynamic", "llama3", "yarn", "longrope"]
 # The Python API's ``causal=``: False, True (= "top-left"), or an alignment.
 Causal = bool | CausalAlign
 
 SIMILARITIES: tuple[Similarity, ...] = ("dot", "cosine")
 CAUSAL_ALIGNS: tuple[CausalAlign, ...] = ("top-left", "bottom-right")
-ROPE_STYLES: tuple[RopeStyle, ...] = ("neox", "gptj")
-ROPE_FEATURES: tuple[RopeFeatures, ...] = ("first", "last")
-ROPE_SCALINGS: tuple[RopeScalingKind, ...] = ("linear", "dynamic", "llama3", "yarn", "longrope")
 UNBOUNDED = -1  # a window side of -1 has no limit (FlashAttention's window_size)
-# The largest RoPE position (either sign). The angle position · theta^(−2i/dim) is rounded to float64, and
-# the frequency before it: both err by about |position| · 2^−53 radians, under 1e-6 up to 2^32 and growing
-# with the position (past 2^53 the position itself is not a float64). Models' contexts are far shorter.
-MAX_POSITION = 2**32
-POSITION_HINT = "float64 keeps RoPE angles within 1e-6 radians only up to position 2^32"
-
-
-# Each kind of RoPE scaling: the fields it needs, then those it may take; any
-# other field given is refused. The frequencies are worked out in
-# ``positions.SCALINGS`` (one function per kind, as Hugging Face's
-# ``ROPE_INIT_FUNCTIONS``).
-SCALING_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "linear": (("factor",), ()),
-    "dynamic": (("factor", "original_max_position_embeddings"), ()),
-    "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"), ()),
-    "yarn": (("factor", "original_max_position_embeddings"),
-             ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate")),
-    "longrope": (("original_max_position_embeddings", "short_factor", "long_factor"), ("factor", "attention_factor")),
-}
-_POSITIVE = ("factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "attention_factor")
-_HINTS = {
-    "factor": "how many times the context is stretched, e.g. 8 for Llama 3.1, 32 for gpt-oss",
-    "original_max_position_embeddings": "the context length the model was trained at, e.g. 8192 for Llama 3.1",
-    "low_freq_factor": "Llama 3.1 uses 1",
-    "high_freq_factor": "Llama 3.1 uses 4",
-    "short_factor": "one number per rotated pair, as in the config's rope_scaling",
-    "long_factor": "one number per rotated pair, as in the config's rope_scaling",
-}
-
-
-@dataclass(frozen=True)
-class RopeScaling:
-    """How a model stretches RoPE past the context it was trained at:
-    Hugging Face's ``rope_scaling`` (``rope_parameters``), one kind each.
-
-    The inverse frequencies and the attention factor are worked out exactly as
-    transformers' ``ROPE_INIT_FUNCTIONS`` do (``positions.rope_frequencies``);
-    None means "not given" (the kind's default, or the field does not apply).
-
-    - ``linear`` (factor): every frequency divided by factor.
-    - ``dynamic`` (factor, original_max_position_embeddings, which Hugging Face
-      reads from ``config.max_position_embeddings``): NTK-aware, θ raised for
-      sequences longer than original_max_position_embeddings; depends on the
-      sequence length L = the largest position + 1.
-    - ``llama3`` (factor, original_max_position_embeddings, low_freq_factor,
-      high_freq_factor): long wavelengths divided by factor, short ones kept,
-      a smooth ramp between (Llama 3.1 / 3.2).
-    - ``yarn`` (factor, original_max_position_embeddings; beta_fast 32,
-      beta_slow 1, truncate True, and attention_factor or mscale and
-      mscale_all_dim): frequencies ramped between interpolated and kept;
-      cos and sin multiplied by the attention factor, by default
-      0.1 ln(factor) + 1, or mscale's ratio when both mscale fields are
-      given and non-zero (DeepSeek-V3). gpt-oss sets truncate False.
-    - ``longrope`` (original_max_position_embeddings, short_factor,
-      long_factor, and factor or attention_factor): each frequency divided by
-      its own factor, the long ones when L > original_max_position_embeddings,
-      else the short ones (Phi-3); attention factor by default
-      √(1 + ln(factor) / ln(original_max_position_embeddings)).
-    """
-
-    kind: RopeScalingKind
-    factor: float | None = None
-    original_max_position_embeddings: int | None = None
-    low_freq_factor: float | None = None  # llama3
-    high_freq_factor: float | None = None  # llama3
-    beta_fast: float | None = None  # yarn; None: 32
-    beta_slow: float | None = None  # yarn; None: 1
-    mscale: float | None = None  # yarn (DeepSeek)
-    mscale_all_dim: float | None = None  # yarn (DeepSeek)
-    attention_factor: float | None = None  # yarn, longrope: multiplies cos and sin; None: the kind's default
-    truncate: bool | None = None  # yarn: round the ramp's ends out to whole features; None: True
-    short_factor: tuple[float, ...] | None = None  # longrope: [rope dim / 2]
-    long_factor: tuple[float, ...] | None = None  # longrope: [rope dim / 2]
-
-    def __post_init__(self) -> None:
-        if self.kind not in SCALING_FIELDS:
-            raise UsageError(f"unknown rope scaling kind {self.kind!r}", hint="use " + _either(ROPE_SCALINGS))
-        needed, optional = SCALING_FIELDS[self.kind]
-        for name in needed:
-            if getattr(self, name) is None:
-                raise UsageError(f"{self.kind} rope scaling needs {name}", hint=_HINTS.get(name))
-        for name in (f.name for f in fields(self) if f.name != "kind"):
-            if getattr(self, name) is not None and name not in needed + optional:
-                raise UsageError(f"{name} does not apply to {self.kind} rope scaling",
-                                 hint=f"{self.kind} takes {', '.join(needed + optional)}")
-        for name in _POSITIVE:
-            _positive_number(name, getattr(self, name))
-        length = self.original_max_position_embeddings
-        if length is not None and (not _is_int(length) or length < 1):
-            raise UsageError(f"rope scaling's original_max_position_embeddings must be a positive whole number, "
-                             f"got {length}")
-        if length is not None and length > MAX_POSITION:
-            raise UsageError(f"rope scaling's original_max_position_embeddings {length} is past 2^32 "
-                             f"({MAX_POSITION:,})", hint="it is a context length; " + POSITION_HINT)
-        for name in ("mscale", "mscale_all_dim"):
-            value = getattr(self, name)
-            if value is not None and not (_is_number(value) and math.isfinite(value) and value >= 0):
-                raise UsageError(f"rope scaling's {name} must be a finite number ≥ 0, got {value!r}")
-        if self.truncate is not None and not isinstance(self.truncate, bool):
-            raise UsageError(f"rope scaling's truncate must be true or false, got {self.truncate!r}")
-        for name in ("short_factor", "long_factor"):
-            if getattr(self, name) is not None:
-                object.__setattr__(self, name, _factors(name, getattr(self, name)))
-        self._check_together()
-
-    def _check_together(self) -> None:
-        """What one field says about another."""
-        if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:  # type: ignore[operator]
-            raise UsageError(f"llama3 rope scaling's high_freq_factor ({self.high_freq_factor}) must be greater "
-                             f"than its low_freq_factor ({self.low_freq_factor})", hint="Llama 3.1 uses 4 and 1")
-        if self.kind == "yarn" and (self.beta_fast or 32.0) < (self.beta_slow or 1.0):
-            raise UsageError(f"yarn rope scaling's beta_fast ({self.beta_fast or 32.0:g}) must be at least its "
-                             f"beta_slow ({self.beta_slow or 1.0:g})", hint="the defaults are 32 and 1")
-        if self.kind == "longrope" and self.factor is None and self.attention_factor is None:
-            raise UsageError("longrope rope scaling needs factor or attention_factor",
-                             hint="factor is max_position_embeddings / original_max_position_embeddings, "
-                                  "e.g. 131072 / 4096 = 32 for Phi-3")
-        if (self.kind == "longrope" and self.attention_factor is None and self.factor > 1  # type: ignore[operator]
-                and self.original_max_position_embeddings < 2):  # type: ignore[operator]
-            raise UsageError("longrope rope scaling's original_max_position_embeddings must be at least 2 for "
-                             "its attention factor, √(1 + ln factor / ln original_max_position_embeddings)",
-                             hint="or give attention_factor")
-        if self.kind == "longrope" and len(self.short_factor or ()) != len(self.long_factor or ()):
-            raise UsageError(f"longrope rope scaling's short_factor has {len(self.short_factor or ())} numbers "
-                             f"but its long_factor has {len(self.long_factor or ())}",
-                             hint="one of each per rotated pair")
-
-
-@dataclass(frozen=True)
-class Rope:
-    """Rotary position embedding: Q and K rotated by their positions before q·k.
-
-    Feature pairs of ``dim`` features of each head (the first ``dim``, or the
-    last with ``features="last"``, as DeepSeek's MLA rotates its trailing
-    ``qk_rope_head_dim``) turn by the angle position · inv_freq[i], with
-    inv_freq[i] = theta^(−2i/dim), i = 0 .. dim/2 − 1, unless ``scaling``
-    changes them (``RopeScaling``, which may also multiply cos and sin by an
-    attention factor, as Hugging Face does). ``neox`` pairs feature i
-    with i + dim/2 (``rotate_half``: Hugging Face LLaMA, GPT-NeoX); ``gptj``
-    pairs 2i with 2i + 1 (GPT-J, Meta's complex form). Keys sit at positions
-    0 .. n_k − 1; queries at offset + i, the offset defaulting to n_k − n_q
-    (new tokens after cached ones). Positions stay within ±2^32
-    (``MAX_POSITION``), where float64 angles are still within 1e-6 radians.
-    """
-
-    style: RopeStyle = "neox"
-    theta: float = 10000.0  # the base of the frequencies
-    dim: int | None = None  # rotate only ``dim`` features of each head (Pythia/NeoX, DeepSeek); None: all
-    offset: int | None = None  # the position of the first query; None: n_k − n_q
-    scaling: RopeScaling | None = None  # None: plain RoPE
-    features: RopeFeatures = "first"  # which ``dim`` features turn: the first (Pythia/NeoX) or the last (DeepSeek)
-
-    def __post_init__(self) -> None:
-        if self.style not in ROPE_STYLES:
-            raise UsageError(f"unknown rope style {self.style!r}", hint="use neox or gptj")
-        check_positive("rope theta", self.theta)
-        if self.dim is not None and (not _is_int(self.dim) or self.dim < 2 or self.dim % 2):
-            raise UsageError(f"rope dim must be a positive even number, got {self.dim}",
-                             hint="features are rotated in pairs")
-        if self.offset is not None and not _is_int(self.offset):
-            raise UsageError(f"rope offset must be a whole number, got {self.offset}")
-        if self.offset is not None and abs(self.offset) > MAX_POSITION:
-            raise UsageError(f"rope offset {self.offset} is outside ±2^32 (±{MAX_POSITION:,})", hint=POSITION_HINT)
-        if self.scaling is not None and not isinstance(self.scaling, RopeScaling):
-            raise UsageError(f"rope scaling must be a RopeScaling, not {type(self.scaling).__name__}",
-                             hint="Rope(scaling=RopeScaling('linear', factor=2))")
-        if self.scaling is not None and self.scaling.kind == "yarn" and self.theta == 1:
-            raise UsageError("yarn rope scaling needs a rope theta other than 1",
-                             hint="it divides by ln theta to find the pairs to interpolate")
-        if self.features not in ROPE_FEATURES:
-            raise UsageError(f"unknown rope features {self.features!r}",
-                             hint="use first or last (DeepSeek rotates the last qk_rope_head_dim)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -304,12 +132,6 @@ class AttentionOptions:
 VARIANTS = frozenset({"softcap", "window", "alibi", "alibi_slopes", "rope", "sinks"})
 
 
-def check_positive(name: str, value: float | None) -> None:
-    """None passes (a default applies); anything else must be finite and > 0."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{name} must be a positive finite number, got {value}")
-
-
 def split_mask(mask: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Read a mask of the Python API as (allowed, bias).
 
@@ -357,39 +179,6 @@ def _additive_bias(bias: np.ndarray) -> np.ndarray:
     return bias
 
 
-def _is_int(value: Any) -> bool:
-    import numbers
-
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_number(value: Any) -> bool:
-    import numbers
-
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _either(names: tuple[str, ...]) -> str:
-    return ", ".join(names[:-1]) + " or " + names[-1]
-
-
-def _positive_number(name: str, value: Any) -> None:
-    """None passes (not given); anything else must be a finite number > 0."""
-    if value is not None and not (_is_number(value) and math.isfinite(value) and value > 0):
-        raise UsageError(f"rope scaling's {name} must be a positive finite number, got {value!r}")
-
-
-def _factors(name: str, values: Any) -> tuple[float, ...]:
-    """longrope's short_factor or long_factor: a sequence of positive finite numbers, as a tuple."""
-    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise UsageError(f"rope scaling's {name} must be a list of numbers, got {values!r}",
-                         hint=_HINTS[name])
-    values = tuple(values)
-    if not values or not all(_is_number(x) and math.isfinite(x) and x > 0 for x in values):
-        raise UsageError(f"rope scaling's {name} must be a list of positive finite numbers", hint=_HINTS[name])
-    return tuple(float(x) for x in values)
-
-
 def _window(window: Any) -> tuple[int, int]:
     """(left, right), each a whole number ≥ −1 (−1: unbounded on that side)."""
     try:
@@ -397,7 +186,7 @@ def _window(window: Any) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise UsageError(f"a window is (left, right), got {window!r}") from None
     for side, n in (("left", left), ("right", right)):
-        if not _is_int(n) or n < UNBOUNDED:
+        if not is_int(n) or n < UNBOUNDED:
             raise UsageError(f"the window's {side} side must be a whole number ≥ -1, got {n}",
                              hint="-1 means unbounded on that side")
     return int(left), int(right)
@@ -414,3 +203,142 @@ def _per_head(what: str, values: Any) -> np.ndarray:
     if not np.isfinite(values.astype(np.float64)).all():
         raise AttnError(f"{what} must be finite numbers")
     return values
+
+
+# --- how each setting is said: in a header, in JSON, in attn explain ----------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """What saying a setting needs to know of the call it is in."""
+
+    d_k: int  # a head's width
+    n_q: int = 1
+    n_k: int = 1
+    heads: int = 1  # query heads
+
+
+@dataclass(frozen=True)
+class Said:
+    """One setting as attn says it: its JSON field and value (None: not in
+    JSON), its words in a header (None: not named there) and its sentence in
+    explain (None: none)."""
+
+    field: str
+    data: Any
+    words: str | None = None
+    explain: str | None = None
+
+
+def said(options: AttentionOptions, call: Call) -> list[Said]:
+    """Every setting in force, in the order it acts (``SAYINGS``)."""
+    return [s for say in SAYINGS if (s := say(options, call)) is not None]
+
+
+def _say_scale(o: AttentionOptions, c: Call) -> Said:
+    scale = o.scale_for(c.d_k)
+    if o.scale is not None:
+        return Said("scale", scale, f"scale {scale:g}", f"The scores are multiplied by {scale:g}, the scale given.")
+    if o.similarity == "cosine":
+        return Said("scale", scale, "cosine similarity · scale 1",
+                    "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1).")
+    return Said("scale", scale, f"scale 1/√{c.d_k} = {scale:.4g}",
+                f"The scores are multiplied by 1/√d_k = 1/√{c.d_k} = {scale:.4g}: the more numbers a dot product "
+                "adds up (d_k of them), the wider its values spread, and scaling keeps softmax from piling all "
+                "the weight on one key.")
+
+
+def _say_temperature(o: AttentionOptions, c: Call) -> Said:
+    t = o.temperature
+    return Said("temperature", t, None if t == 1 else f"temperature {t:g}", None if t == 1 else
+                f"Then they are divided by the temperature {t:g}, which {'flattens' if t > 1 else 'sharpens'} "
+                "the weights.")
+
+
+def _say_similarity(o: AttentionOptions, c: Call) -> Said:
+    return Said("similarity", o.similarity)
+
+
+def _say_rope(o: AttentionOptions, c: Call) -> Said | None:
+    rope = o.rope
+    if rope is None:
+        return None
+    dim = rope.dim or c.d_k
+    start = c.n_k - c.n_q if rope.offset is None else rope.offset
+    extra = [f"θ {rope.theta:g}"] + ([f"{rope.features} {rope.dim} dims"] if rope.dim else []) + (
+        [f"queries from position {rope.offset}"] if rope.offset is not None else []) + (
+        [f"{rope.scaling.kind} scaling"] if rope.scaling is not None else [])
+    pairs = (f"feature i with feature i + {dim // 2} (rotate_half)" if rope.style == "neox"
+             else "features 2i and 2i + 1 (interleaved)")
+    turned = "the first" if rope.features == "first" else "the last"
+    rest = f" Only {turned} {dim} of the {c.d_k} features turn." if dim < c.d_k else ""
+    scaled = "" if rope.scaling is None else (
+        f" The frequencies are {rope.scaling.kind}-scaled (factor {rope.scaling.factor:g})."
+        if rope.scaling.factor is not None else f" The frequencies are {rope.scaling.kind}-scaled.")
+    data: dict[str, Any] = {"style": rope.style, "theta": rope.theta, "dim": rope.dim, "offset": rope.offset}
+    if rope.features != "first":
+        data["features"] = rope.features
+    if rope.scaling is not None:
+        data["scaling"] = {k: v for k, v in vars(rope.scaling).items() if v is not None}
+    return Said("rope", data, f"RoPE {rope.style} ({', '.join(extra)})",
+                f"Each pair of features turns by the angle position · {rope.theta:g}^(−2i/{dim}); {rope.style} "
+                f"pairs {pairs}.{rest}{scaled} Keys sit at positions 0 to {c.n_k - 1}, queries at {start} to "
+                f"{start + c.n_q - 1}, so a score depends on how far apart the two are.")
+
+
+def _say_softcap(o: AttentionOptions, c: Call) -> Said | None:
+    cap = o.softcap
+    if cap is None:
+        return None
+    return Said("softcap", cap, f"softcap {cap:g}", f"Each scaled score x becomes {cap:g} · tanh(x / {cap:g}): "
+                f"about x when small, never beyond ±{cap:g} (Gemma 2).")
+
+
+def _say_alibi(o: AttentionOptions, c: Call) -> Said | None:
+    if not o.uses_alibi:
+        return None
+    from attncli.core.positions import alibi_slopes
+
+    slopes = alibi_slopes(c.heads) if o.alibi_slopes is None else o.alibi_slopes
+    return Said("alibi_slopes", slopes, "ALiBi" + (" (own slopes)" if o.alibi_slopes is not None else ""),
+                "ALiBi adds −m·|i + n_k − n_q − j| to each score: the farther the key from the query, the lower "
+                "its score (m is this head's slope).")
+
+
+def _say_window(o: AttentionOptions, c: Call) -> Said | None:
+    if o.window is None:
+        return None
+    from attncli.core.positions import band
+
+    left, right = o.window
+    lo, hi = band(c.n_q, c.n_k, None, o.window)  # a side past every key is open
+
+    def end(bound: int | None, open_end: str) -> str:
+        return open_end if bound is None else "i" if bound == 0 else f"i {'+' if bound > 0 else '−'} {abs(bound)}"
+
+    return Said("window", list(o.window), f"window {left},{right}",
+                f"The window ({left},{right}) lets query i see keys {end(lo, '0')} to {end(hi, 'the last')}.")
+
+
+def _say_causal(o: AttentionOptions, c: Call) -> Said:
+    return Said("causal", o.causal or False, None if o.causal is None else f"causal ({o.causal})",
+                None if o.causal is None else "Causal: each query sees only the keys up to its own position.")
+
+
+def _say_bias(o: AttentionOptions, c: Call) -> Said | None:
+    return None if o.bias is None else Said(
+        "bias", None, None, "The bias adds its numbers to the scaled scores; −∞ there forbids a pair too.")
+
+
+def _say_sinks(o: AttentionOptions, c: Call) -> Said | None:
+    return None if o.sinks is None else Said(
+        "sinks", o.sinks, "sinks", "Softmax turns each row into weights e^x / (Σ e^x + e^s), where s is the head's "
+        "sink: a logit with no key and no value that takes its share of the denominator (gpt-oss). So each row "
+        "sums to less than 1, and a query that finds no good key can give little weight to all of them.")
+
+
+# Each setting's saying, in the order the settings act (the order of ``logits.combine``).
+SAYINGS: tuple[Callable[[AttentionOptions, Call], Said | None], ...] = (
+    _say_scale, _say_temperature, _say_similarity, _say_rope, _say_softcap, _say_bias, _say_alibi, _say_window,
+    _say_causal, _say_sinks,
+)

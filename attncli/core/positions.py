@@ -15,7 +15,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attncli.core.options import MAX_POSITION, POSITION_HINT, UNBOUNDED, Rope, RopeScaling
+from attncli.core.options import UNBOUNDED
+from attncli.core.rope import MAX_POSITION, POSITION_HINT, Rope, RopeScaling
 from attncli.errors import ShapeError, UsageError
 
 

@@ -25,6 +25,7 @@ from attncli.readers.base import (
     Request,
     check_distinct,
     checked_labels,
+    entry_key,
     first_bad,
     not_finite,
 )
@@ -55,9 +56,10 @@ def read_npz(source: Input, request: Request) -> Bundle:
     arrays = _load_npz(source.data(), source.name)
     if request.is_bundle(arrays):
         check_distinct(arrays, source.name)
-        settings = {name: array for name, array in arrays.items() if array.ndim == 0}
+        settings = {name: array for name, array in arrays.items()
+                    if array.ndim == 0 or entry_key(name) in request.settings}
         bundle = _arrays_bundle({n: a for n, a in arrays.items() if n not in settings}, source.name, request.entry)
-        bundle.meta = {name: utf8(a.item(), source.name, name) if a.dtype.kind == "S" else a.item()
+        bundle.meta = {name: utf8(a.item(), source.name, name) if a.dtype.kind == "S" else a.tolist()
                        for name, a in settings.items()}
         return bundle
     bundle = _arrays_bundle(arrays, source.name, lambda name: request)

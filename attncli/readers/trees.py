@@ -19,6 +19,7 @@ from attncli.readers.base import (
     check_distinct,
     checked_labels,
     decode_text,
+    entry_key,
     first_bad,
     not_finite,
 )
@@ -71,10 +72,10 @@ def read_tree(source: Input, request: Request, fmt: str) -> Bundle:
             line = line_of(entry)
             if line is not None:
                 bundle.lines[name] = line
-            if isinstance(entry, (list, dict)):
+            if isinstance(entry, (list, dict)) and entry_key(name) not in request.settings:
                 bundle.matrices[name] = matrix_from_tree(entry, source.name, name, request.entry(name))
             else:
-                bundle.meta[name] = entry.value() if isinstance(entry, Scalar) else entry
+                bundle.meta[name] = plain(entry)
         check_distinct(tree, source.name, bundle.lines)
         return bundle
     if request.bundle:
@@ -113,6 +114,17 @@ class Scalar:
         if self.plain and self.tag.endswith("bool"):
             return self.text.lower() in ("true", "yes", "on", "y")
         return None if self.tag.endswith("null") else self.text
+
+
+def plain(node: Any) -> Any:
+    """A tree's node as plain Python values: a scalar's value, lists and mappings of them."""
+    if isinstance(node, Scalar):
+        return node.value()
+    if isinstance(node, list):
+        return [plain(x) for x in node]
+    if isinstance(node, dict):
+        return {key: plain(value) for key, value in node.items()}
+    return node
 
 
 def line_of(node: Any) -> int | None:

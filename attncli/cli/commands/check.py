@@ -11,25 +11,16 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Emitted, Result
-from attncli.cli.options import (
-    FROM_OPTIONS,
-    FROM_READ_OPTIONS,
-    AttentionFlags,
-    Layout,
-    LayoutOption,
-    PrecisionOption,
-    ReadFlags,
-    attention_options,
-    read_options,
-)
+from attncli.cli.options import FROM_READ_OPTIONS, Layout, LayoutOption, PrecisionOption, ReadFlags, read_options
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS
 from attncli.errors import AttnError, CheckFailed, ShapeError, UsageError
 
 if TYPE_CHECKING:
-    from attncli.cli.qkv import Problem
+    from attncli.cli.inputs import Inputs
     from attncli.core.check import Verdict
     from attncli.core.options import AttentionOptions
 
@@ -100,8 +91,8 @@ def check(
     """
     import math
 
+    from attncli.cli.inputs import read_inputs, to_layout
     from attncli.cli.io import open_input
-    from attncli.cli.qkv import load_problem, to_layout
     from attncli.core.check import check as compare
     from attncli.readers import read_matrix
 
@@ -122,12 +113,12 @@ def check(
                          hint="add --grad")
     out_source = open_input(files[0])
     kernel_out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
-    problem = load_problem(files[1:], attention, reading.settings(), layout)
-    options = problem.options
+    inputs = read_inputs(files[1:], attention, reading.settings(), layout)
+    options = inputs.options
     out_values = to_layout(kernel_out.values, layout)
-    check_shape(out_values, problem)
-    verdict = compare(out_values, problem.q.values, problem.k.values, problem.v.values, options, factor, atol)
-    result = check_result(out_source.name, problem, verdict, options, precision)
+    check_shape(out_values, inputs)
+    verdict = compare(out_values, inputs.q.values, inputs.k.values, inputs.v.values, options, factor, atol)
+    result = check_result(out_source.name, inputs, verdict, options, precision)
     if not verdict.passed:
         result.failure = CheckFailed(failure(verdict), source=out_source.name)
     return result
@@ -157,7 +148,7 @@ def grad_factors(given: list[str], factor: float) -> dict[str, float]:
 def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFlags, layout: Layout,
                     dout: str | None, factor: float, factors: dict[str, float], atol: float | None) -> Result:
     """``attn check --grad``: each gradient against the float64 backward pass, by the forward's rule."""
-    from attncli.cli.qkv import load_problem, output_gradient, to_layout
+    from attncli.cli.inputs import output_gradient, read_inputs, to_layout
     from attncli.core.check import check_grads
 
     source = files[0]
@@ -168,16 +159,16 @@ def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFl
         missing = ", ".join(name for name in ("dq", "dk", "dv") if name not in grads)
         raise AttnError(f"the gradients have no {missing}", source=source,
                         hint="an NPZ or safetensors bundle with dq, dk, dv (and dsinks, dbias), as attn grad writes")
-    problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
-    d_out = output_gradient(problem, dout, reading.settings())
+    inputs = read_inputs(files, attention, reading.settings(), layout, wanted=("dout",))
+    d_out = output_gradient(inputs, dout, reading.settings())
     for name in ("dsinks", "dbias"):  # the readers hold a vector as a 1×n matrix: the shape of what it is of
-        given = getattr(problem.options, name[1:])
+        given = getattr(inputs.options, name[1:])
         if name in grads and given is not None and grads[name].size == given.size:
             grads[name] = grads[name].reshape(given.shape)
-    verdicts = check_grads(grads, problem.q.values, problem.k.values, problem.v.values, d_out, problem.options,
+    verdicts = check_grads(grads, inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options,
                            factors, atol)
     failed = [name for name, verdict in verdicts.items() if not verdict.passed]
-    result = grads_result(source, problem, verdicts, factor)
+    result = grads_result(source, inputs, verdicts, factor)
     if failed:
         result.failure = CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)),
                                      source=sources.get(failed[0], source))
@@ -231,7 +222,7 @@ def grad_failure(name: str, verdict: Verdict, count: int) -> str:
             f"{verdict.max_baseline_error:.3g} + atol {verdict.atol:.3g}){others}")
 
 
-def grads_result(name: str, problem: Problem, verdicts: dict[str, Verdict], factor: float) -> Result:
+def grads_result(name: str, inputs: Inputs, verdicts: dict[str, Verdict], factor: float) -> Result:
     """JSON and the terminal view of a gradient check: one verdict per gradient, its worst cell and head."""
     passed = all(verdict.passed for verdict in verdicts.values())
     gradients = {
@@ -263,23 +254,23 @@ def grads_result(name: str, problem: Problem, verdicts: dict[str, Verdict], fact
                           f"{verdict.tolerance:.3g}", "yes" if ok else "NO", style=None if ok else "red")
         return stack(header, table)
 
-    matrices = {"error": Emitted(problem.to_file_layout(verdicts["dq"].error), problem.q.row_labels,
-                                 problem.q.col_labels)}
+    matrices = {"error": Emitted(inputs.to_file_layout(verdicts["dq"].error), inputs.q.row_labels,
+                                 inputs.q.col_labels)}
     return Result(data, view, matrices)
 
 
-def check_shape(out, problem: Problem) -> None:
+def check_shape(out, inputs: Inputs) -> None:
     """OUT must have the shape of the output of Q, K and V: [..., H_q, n_q, d_v], as the files hold them."""
-    from attncli.cli.qkv import layout_shape
+    from attncli.cli.inputs import layout_shape
     from attncli.core.arrays import shape_text
     from attncli.core.logits import check_shapes, leading_axes
 
-    q, k, v = problem.q.values, problem.k.values, problem.v.values
+    q, k, v = inputs.q.values, inputs.k.values, inputs.v.values
     check_shapes(q, k, v)
     lead, _ = leading_axes(q, k, v)
     expected = lead + (q.shape[-2], v.shape[-1])
     if tuple(out.shape) != expected:
-        shown = (shape_text(layout_shape(shape, problem.layout)) for shape in (tuple(out.shape), expected))
+        shown = (shape_text(layout_shape(shape, inputs.layout)) for shape in (tuple(out.shape), expected))
         raise ShapeError("OUT is {} but the output of Q, K and V is {}".format(*shown),
                          hint="the same inputs, options and layout as the kernel's")
 
@@ -307,10 +298,10 @@ def position(index: tuple[int, ...], shape: tuple[int, ...]) -> str:
     return ", ".join(parts)
 
 
-def check_result(name: str, problem: Problem, verdict: Verdict, options: AttentionOptions,
+def check_result(name: str, inputs: Inputs, verdict: Verdict, options: AttentionOptions,
                  precision: int) -> Result:
     """JSON, the terminal view and the arrays of one check."""
-    from attncli.cli.qkv import variant_data
+    from attncli.cli.describe import attention_data, call_of
 
     error = verdict.error
     by_head = _by_head(error)  # [batches, heads, n_q, d_v]
@@ -335,25 +326,24 @@ def check_result(name: str, problem: Problem, verdict: Verdict, options: Attenti
             "baseline_error": _json_array(_by_head(verdict.baseline_error).max(axis=(-2, -1))),
         },
         "error_by_query": _json_array(by_head.max(axis=-1)),  # [batches, heads, n_q]
-        "shape": list(problem.to_file_layout(verdict.reference).shape),
-        "layout": problem.layout.value,
-        "scale": options.scale_for(problem.q.shape[-1]),
-        "causal": options.causal or False,
-        **variant_data(options, heads),
+        "shape": list(inputs.to_file_layout(verdict.reference).shape),
+        "layout": inputs.layout.value,
+        **attention_data(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
     }
 
     def view() -> Any:
         from rich.text import Text
 
-        from attncli.cli.qkv import describe_options
+        from attncli.cli.describe import call_of, settings_line
         from attncli.output.heatmap import ViewStyle
         from attncli.output.render import heatmap, stack
 
         ok = verdict.passed
         header = Text.assemble(
             ("attn check ", "bold"), name, ": ", ("PASS" if ok else "FAIL", "bold green" if ok else "bold red"),
-            f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {problem.layout.value})\n",
-            describe_options(problem.q.shape[-1], options), "\n",
+            f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {inputs.layout.value})\n",
+            settings_line(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
+            "\n",
             f"max |OUT - ref| {verdict.max_error:.3g} at {data['worst']['where']} "
             f"(OUT {float(verdict.out[worst]):.6g}, reference {data['worst']['reference']:.6g})\n",
             f"max relative error {verdict.max_relative_error:.3g} (of max |ref| {verdict.scale:.3g})\n",
@@ -374,8 +364,8 @@ def check_result(name: str, problem: Problem, verdict: Verdict, options: Attenti
         )
 
     matrices = {
-        "error": Emitted(problem.to_file_layout(error), problem.q.row_labels, problem.v.col_labels),
-        "reference": Emitted(problem.to_file_layout(verdict.reference), problem.q.row_labels, problem.v.col_labels),
+        "error": Emitted(inputs.to_file_layout(error), inputs.q.row_labels, inputs.v.col_labels),
+        "reference": Emitted(inputs.to_file_layout(verdict.reference), inputs.q.row_labels, inputs.v.col_labels),
     }
     return Result(data, view, matrices)
 

@@ -8,26 +8,24 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
+from attncli.cli.describe import attention_data, call_of, settings_line
 from attncli.cli.emit import Emitted, Result
 from attncli.cli.guards import check_attention
 from attncli.cli.io import source_name
 from attncli.cli.options import (
-    FROM_OPTIONS,
     FROM_READ_OPTIONS,
     UNKNOWN_IS_AN_ERROR,
-    AttentionFlags,
     PrecisionOption,
     ReadFlags,
     UnknownOption,
     VectorsOption,
     WordsOption,
-    attention_options,
     read_options,
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS, READS_MODEL
-from attncli.cli.qkv import describe
 from attncli.cli.reading import read_matrix_named
 from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
@@ -210,14 +208,13 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
     from attncli.output.render import lookup_table, stack
     from attncli.output.summary import SHOWN_TABLES, first_lines
 
+    call = call_of(steps.weights.shape[:-1] + (space.dim,), steps.weights.shape[-1:] + (space.dim,))
     data = {
         "queries": queries,
         "keys": keys,
         "scores": steps.scores,
         "weights": steps.weights,
-        "scale": steps.scale,
-        "temperature": options.temperature,
-        "similarity": options.similarity,
+        **attention_data(options, call),
         "vectors": {"name": space.name, "words": space.words, "dim": space.dim},
     }
     matrices = {"weights": Emitted(steps.weights, queries, keys)}  # the first is written unless --emit says
@@ -229,7 +226,7 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
         ("lookup ", "bold"),
         f"{plural(len(queries), 'query', 'queries')} × {len(keys)} keys · "
         f"{space.name} ({f'{space.words:,} words, ' if space.words else ''}dim {space.dim})\n",
-        describe(steps, space.dim, options),
+        settings_line(options, call, steps.allowed),
     )
 
     def view():  # built only when shown: one table per query, the first SHOWN_TABLES of them

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from attncli.cli.attend import every_step, output_only
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result
+from attncli.cli.inputs import read_inputs
 from attncli.cli.options import (
-    FROM_OPTIONS,
     FROM_READ_OPTIONS,
-    AttentionFlags,
     BatchOption,
     FilesArgument,
     HeadOption,
@@ -15,11 +16,10 @@ from attncli.cli.options import (
     LayoutOption,
     PrecisionOption,
     ReadFlags,
-    attention_options,
     read_options,
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OUTPUT_OR_WEIGHTS, OutputFlags, output_options
-from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
+from attncli.cli.run_result import output_matrix, run_result
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 
 EXAMPLES = """\b
@@ -60,13 +60,11 @@ def run(
     is n_q×d_k, K is n_k×d_k, V is n_k×d_v; NPY, NPZ and safetensors tensors
     are (batch, heads, seq, dim), or with --layout bshd (batch, seq, heads, dim).
     """
-    problem = load_problem(files, attention, reading.settings(), layout)
-    options = problem.options
+    inputs = read_inputs(files, attention, reading.settings(), layout)
     if out.only_matrix("output"):
         # Only the output is written: the blocked kernel never holds the weights.
-        return Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))})
-    steps = compute(problem, options)
-    return run_result(problem, steps, precision, options, batch, head, look.style())
+        return Result({}, None, {"output": output_matrix(inputs, output_only(inputs))})
+    return run_result(inputs, every_step(inputs), precision, batch, head, look.style())
 
 
 COMMAND = CommandSpec(run, EXAMPLES)

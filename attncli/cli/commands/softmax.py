@@ -7,10 +7,11 @@ from typing import Annotated
 
 import typer
 
+from attncli.cli.attention import TemperatureOption
 from attncli.cli.command import CommandSpec, OnceCommand
 from attncli.cli.emit import Emitted, Result
 from attncli.cli.io import STDIN, STDIN_NAME, read_stdin
-from attncli.cli.options import PrecisionOption, TemperatureOption
+from attncli.cli.options import PrecisionOption
 from attncli.cli.outputs import FORMAT_NAMES, FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS_STDIN
 from attncli.errors import AttnError, UsageError
@@ -150,7 +151,7 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     import numpy as np
     from rich.text import Text
 
-    from attncli.core.options import check_positive
+    from attncli.core.checks import check_positive
     from attncli.core.reference import softmax
     from attncli.output.palette import HeatCell
     from attncli.output.render import ColumnBlocks, fmt, short, stack
