@@ -33,8 +33,8 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in attn, not the user's mistake
 
 # Typer (0.26 and later) vendors its own Click; find its exception classes through the
 # public ones, so this works with either.
-UsageError: type[Exception] = typer.BadParameter.__mro__[1]
-ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+UsageError: type[Any] = typer.BadParameter.__mro__[1]
+ClickException: type[Any] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 LONGEST_WORD = 200  # characters of one word an error line quotes (a 5,000-digit --heads is cut)
@@ -94,7 +94,7 @@ def _in_click_echo(e: OSError) -> bool:
 class AttnGroup(TyperGroup):
     """Typer's group, with every failure reduced to one line and an exit code."""
 
-    def invoke(self, ctx):  # Click's Context, vendored by Typer or not
+    def invoke(self, ctx: Any) -> Any:
         from attncli.cli import notes
         from attncli.cli.emit import silence_stdout
         from attncli.cli.worker import on_interrupt, run_interruptibly
@@ -142,15 +142,16 @@ class AttnGroup(TyperGroup):
         super().__init__(*args, **kwargs)
         self.commands = LazyCommands()  # type: ignore[assignment]
 
-    def list_commands(self, ctx) -> list[str]:
+    def list_commands(self, ctx: Any) -> list[str]:
         return list(COMMANDS)  # in the registry's order, not sorted
 
-    def format_help(self, ctx, formatter) -> None:
+    def format_help(self, ctx: Any, formatter: Any) -> None:
         from attncli.cli.helptext import format_group_help
 
         format_group_help(self, ctx, formatter, CLOSING)
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
+             standalone_mode: bool = True, **extra: Any) -> Any:
         try:
             result = super().main(
                 args=args, prog_name=prog_name or "attn", complete_var=complete_var,

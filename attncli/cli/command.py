@@ -22,7 +22,7 @@ class OnceCommand(AttnCommand):
     The command returns its ``Result``, which is written here, once, with the
     command's output flags (``cli/outputs.py``)."""
 
-    def invoke(self, ctx):  # Click's Context, vendored by Typer
+    def invoke(self, ctx: Any) -> Any:
         from attncli.cli.emit import Result, emit
         from attncli.cli.outputs import OutputFlags
         from attncli.cli.paths import guard, path_roles
@@ -38,7 +38,7 @@ class OnceCommand(AttnCommand):
                 raise result.failure
         return None
 
-    def parse_args(self, ctx, args: list[str]) -> list[str]:  # Click's Context, vendored by Typer
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         if not ctx.resilient_parsing:
             try:
                 _, _, order = self.make_parser(ctx).parse_args(args=list(args))

@@ -186,7 +186,7 @@ def _terminal_width() -> int:
         return 80
 
 
-def _console():
+def _console() -> Any:
     """A terminal console; for an explicit ``--format table`` into a pipe, a
     plain one wide enough that nothing wraps or is cut, unless FORCE_COLOR asks
     for colours there (``FORCE_COLOR=1 attn … -f table | less -R``, as Rich

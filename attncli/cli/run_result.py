@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from attncli.cli.inputs import Inputs
     from attncli.core.reference import Steps
     from attncli.output.heatmap import ViewStyle
+    from attncli.output.maps import AttentionMaps
 
 MAX_SLICES = 8  # (batch, head) heatmaps shown on a terminal unless --batch or --head choose
 
@@ -39,7 +40,7 @@ def slices(shape: tuple[int, ...], batch: int | None, head: int | None) -> list[
             for h in ([head] if head is not None else range(heads))]
 
 
-def slice_of(values, b: int, h: int):
+def slice_of(values: np.ndarray, b: int, h: int) -> np.ndarray:
     """[..., H, n, m] -> [n, m], batch b (the leading axes flattened) and head h."""
     if values.ndim == 2:
         return values
@@ -106,7 +107,7 @@ def run_result(inputs: Inputs, steps: Steps, precision: int, batch: int | None =
         "weights": Emitted(steps.weights, q.row_labels, k.row_labels or v.row_labels),
     }
 
-    def maps():
+    def maps() -> AttentionMaps:
         """The weights shown, for pictures: one head, or tensors' (batch, head) pairs as batches × heads."""
         import numpy as np
 
@@ -119,7 +120,7 @@ def run_result(inputs: Inputs, steps: Steps, precision: int, batch: int | None =
                                         "attention weights", top)
         batches, heads = sorted({b for b, _ in shown}), sorted({h for _, h in shown})
 
-        def grid(values):  # [..., H, n_q, n_k] -> [batches, heads, n_q, n_k]
+        def grid(values: np.ndarray) -> np.ndarray:  # [..., H, n_q, n_k] -> [batches, heads, n_q, n_k]
             return np.stack([np.stack([slice_of(values, b, h) for h in heads]) for b in batches])
 
         return AttentionMaps(grid(steps.weights), inputs.queries, inputs.keys, [f"batch {b}" for b in batches],
@@ -129,7 +130,7 @@ def run_result(inputs: Inputs, steps: Steps, precision: int, batch: int | None =
     return Result(data, view, matrices, maps)
 
 
-def computed_in(inputs: Inputs, steps) -> str:
+def computed_in(inputs: Inputs, steps: Steps) -> str:
     """' · bfloat16 computed in float32', when the inputs' dtype is not the one computed in."""
     stored = sorted({m.values.dtype.name for m in (inputs.q, inputs.k, inputs.v)} - {steps.output.dtype.name})
     return f" · {'/'.join(stored)} computed in {steps.output.dtype.name}" if inputs.tensors and stored else ""
@@ -143,7 +144,7 @@ def grouping(q_shape: tuple[int, ...], k_shape: tuple[int, ...]) -> str:
     return f" · grouped-query: {group} query heads per K/V head"
 
 
-def shown_labels(inputs: Inputs):
+def shown_labels(inputs: Inputs) -> tuple[list[Any], list[Any], list[Any]]:
     """(query row labels, key row labels, key column headers) for tables, with
     colour swatches when the rows are colours."""
     from attncli.output.render import swatched, swatched_headers
@@ -153,7 +154,7 @@ def shown_labels(inputs: Inputs):
             swatched_headers(inputs.keys, keys))
 
 
-def colour_data(inputs: Inputs, steps) -> dict:
+def colour_data(inputs: Inputs, steps: Steps) -> dict[str, list[str]]:
     """``{"mix": ["#hex", ...]}``, each query's blend of the key colours, when keys are colours."""
     from attncli.output.colours import mix, to_hex
 
@@ -161,7 +162,7 @@ def colour_data(inputs: Inputs, steps) -> dict:
     return {} if keys is None else {"mix": [to_hex(c) for c in mix(steps.weights, keys)]}
 
 
-def readings(inputs: Inputs, steps, precision: int, rows=None):
+def readings(inputs: Inputs, steps: Steps, precision: int, rows: list[int] | None = None) -> Any:
     """What each query's output means, one line per query, when it means more
     than its numbers: shares of V's named columns ("48.8 % warm, 51.2 % cool")
     and, when the keys are colours, the colour their weights mix. None otherwise."""
@@ -190,7 +191,7 @@ def readings(inputs: Inputs, steps, precision: int, rows=None):
     return Group(*lines, *([rest] if rest and rows is None else []))
 
 
-def with_swatches(parts: list[Any], label: str, colour, blend):
+def with_swatches(parts: list[Any], label: str, colour: Any, blend: Any) -> Any:
     """A line about one query: ``label`` + ``parts``, with swatches before the
     query's label and before the mix (the last part) where colours show."""
     from rich.text import Text

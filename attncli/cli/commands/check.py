@@ -20,6 +20,8 @@ from attncli.cli.paths import READS
 from attncli.errors import AttnError, CheckFailed, ShapeError, UsageError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from attncli.cli.inputs import Inputs
     from attncli.core.check import Verdict
     from attncli.core.options import AttentionOptions
@@ -259,7 +261,7 @@ def grads_result(name: str, inputs: Inputs, verdicts: dict[str, Verdict], factor
     return Result(data, view, matrices)
 
 
-def check_shape(out, inputs: Inputs) -> None:
+def check_shape(out: np.ndarray, inputs: Inputs) -> None:
     """OUT must have the shape of the output of Q, K and V: [..., H_q, n_q, d_v], as the files hold them."""
     from attncli.cli.inputs import layout_shape
     from attncli.core.arrays import shape_text
@@ -370,7 +372,7 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
     return Result(data, view, matrices)
 
 
-def _json_number(x) -> float | None:
+def _json_number(x: Any) -> float | None:
     """A float, or None (JSON's null) for NaN and infinities, which JSON cannot hold."""
     import math
 
@@ -378,16 +380,18 @@ def _json_number(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _json_array(values):
+def _json_array(values: np.ndarray) -> Any:
     """An array as JSON can hold it: nested lists with null for NaN, or the array itself when all finite."""
     import numpy as np
 
     if np.isfinite(values).all():
         return values
-    return np.where(np.isfinite(values), values, None).tolist()
+    shown = values.astype(object)
+    shown[~np.isfinite(values)] = None
+    return shown.tolist()
 
 
-def _by_head(values):
+def _by_head(values: np.ndarray) -> np.ndarray:
     """[..., H, n_q, d] -> [batches, H, n_q, d] (a matrix is one batch of one head)."""
     if values.ndim == 2:
         return values[None, None]
@@ -400,7 +404,7 @@ def _row_labels(batches: int, heads: int) -> list[str]:
     return [f"batch {b} head {h}" for b in range(batches) for h in range(heads)]
 
 
-def _query_columns(values):
+def _query_columns(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """[rows, n_q] -> at most QUERY_COLUMNS columns (the max of each group of queries) and their labels."""
     import numpy as np
 
@@ -412,7 +416,7 @@ def _query_columns(values):
     return grouped, [f"q{a}-{b - 1}" for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
-def head_table(rows: list[str], errors, baseline, tolerance: float):
+def head_table(rows: list[str], errors: np.ndarray, baseline: np.ndarray, tolerance: float) -> Any:
     """One row per (batch, head): its largest error, the baseline's, and whether it is within the tolerance."""
     from rich.table import Table
 

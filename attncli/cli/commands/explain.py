@@ -172,9 +172,10 @@ def one_head(inputs: Inputs, steps: Steps, batch: int | None, head: int | None) 
 
     q, k, v = (replace(m, values=cut(m.values)) for m in (inputs.q, inputs.k, inputs.v))
     rotated = None if steps.rotated is None else (cut(steps.rotated[0]), cut(steps.rotated[1]))
-    one = replace(steps, **{name: slice_of(getattr(steps, name), b, h)
-                            for name in ("scores", "scaled", "capped", "logits", "allowed", "weights", "output")
-                            if getattr(steps, name) is not None}, rotated=rotated)
+    cut_steps: dict[str, Any] = {name: slice_of(getattr(steps, name), b, h)
+                                 for name in ("scores", "scaled", "capped", "logits", "allowed", "weights", "output")
+                                 if getattr(steps, name) is not None}
+    one = replace(steps, **cut_steps, rotated=rotated)
     return inputs.but(q=q, k=k, v=v, head=(b, h) if inputs.tensors else None), one
 
 

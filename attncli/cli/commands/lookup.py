@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -32,7 +32,9 @@ from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
 
 if TYPE_CHECKING:
-    from attncli.readers import TextSettings
+    from attncli.core.options import AttentionOptions
+    from attncli.core.reference import Steps
+    from attncli.readers import Matrix, TextSettings
     from attncli.vectors.table import Embedded
 
 EXAMPLES = """\b
@@ -125,7 +127,7 @@ def lookup(
 
 
 def _keys_and_values(keys: list[str] | None, values: list[str] | None, dict_file: str | None,
-                     settings: TextSettings):
+                     settings: TextSettings) -> tuple[list[str], Matrix | None]:
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
     from attncli.readers import Matrix
 
@@ -201,7 +203,8 @@ def embedding(model: str | None, vectors: str | None, words_file: str | None, te
                      lambda texts, _: Embedded(sentence_embeddings(loaded, texts), list(range(len(texts))), []))
 
 
-def _result(queries, keys, value_matrix, space: Embedding, steps, options, precision) -> Result:
+def _result(queries: list[str], keys: list[str], value_matrix: Matrix | None, space: Embedding, steps: Steps,
+            options: AttentionOptions, precision: int) -> Result:
     """JSON, one table per query (score, weight bar, value) and emittable matrices."""
     from rich.text import Text
 
@@ -229,7 +232,7 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
         settings_line(options, call, steps.allowed),
     )
 
-    def view():  # built only when shown: one table per query, the first SHOWN_TABLES of them
+    def view() -> Any:  # built only when shown: one table per query, the first SHOWN_TABLES of them
         shown, rest = first_lines(len(queries), SHOWN_TABLES, "queries")
         tables = [lookup_table(queries[i], keys, steps.scores[i], steps.weights[i],
                                None if value_matrix is None else value_matrix,

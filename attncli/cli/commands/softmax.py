@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -16,6 +16,9 @@ from attncli.cli.outputs import FORMAT_NAMES, FROM_OUTPUT_OPTIONS, OutputFlags, 
 from attncli.cli.paths import READS_STDIN
 from attncli.errors import AttnError, UsageError
 from attncli.text import clip, parse_number
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EXAMPLES = """\b
 Examples:
@@ -35,7 +38,7 @@ class NumbersCommand(OnceCommand):
     ``-1,-2``) is a number, not an unknown option. Options and their values
     stay where Click expects them; every other word goes after ``--``, in order."""
 
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         takes_value: set[str] = set()
         flags: set[str] = set()
         for param in self.get_params(ctx):
@@ -88,7 +91,7 @@ def softmax(
     return softmax_result(x, temperature, precision)
 
 
-def read_numbers(words: list[str]):
+def read_numbers(words: list[str]) -> np.ndarray:
     """The numbers from the command line, or from stdin for a lone '-'."""
     import numpy as np
 
@@ -146,7 +149,7 @@ def _number(word: str, source: str | None = None, line: int | None = None) -> fl
     raise AttnError(problem, source=source, line=line, hint=hint)
 
 
-def softmax_result(x, temperature: float, precision: int) -> Result:
+def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
     """The weights and a table of every step: x, x/T, e^(x/T − max), weight."""
     import numpy as np
     from rich.text import Text

@@ -4,7 +4,7 @@ through attncli's own ``attention``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -20,6 +20,8 @@ from attncli.text import clip, parse_index
 
 if TYPE_CHECKING:
     from attncli.models import Model, Trace
+    from attncli.output.heatmap import ViewStyle
+    from attncli.output.maps import AttentionMaps
 
 EXAMPLES = """\b
 Getting a model (no torch, nothing downloaded at run time):
@@ -118,7 +120,8 @@ class Selection:
         return [self.trace.tokens[i] for i in self.rows]
 
     @classmethod
-    def choose(cls, trace: Trace, n_layer: int, n_head: int, layers, heads, query, hide_special, tokenizer):
+    def choose(cls, trace: Trace, n_layer: int, n_head: int, layers: list[int] | None, heads: list[int] | None,
+               query: str | None, hide_special: bool, tokenizer: Any) -> Selection:
         shown = [i for i, special in enumerate(trace.special) if not (hide_special and special)]
         q = None if query is None else find_query(trace.tokens, shown, query, tokenizer)
         return cls(trace, pick("--layer", layers, n_layer, "layers"), pick("--head", heads, n_head, "heads"),
@@ -139,7 +142,7 @@ def pick(option: str, chosen: list[int] | None, n: int, what: str) -> list[int]:
     return picked
 
 
-def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int:
+def find_query(tokens: list[str], shown: list[int], word: str, tokenizer: Any) -> int:
     """The position of the query token: the first token equal to ``word``, else
     the first WordPiece of ``word`` (so 'Elephants' finds 'elephant'), else
     ``word`` read as a position."""
@@ -158,8 +161,12 @@ def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int
     raise UsageError(f"--query {clip(word)!r} is not a token of the text", hint=f"its tokens: {listed}")
 
 
-def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int, style=None) -> Result:
+def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int,
+                 style: ViewStyle | None = None) -> Result:
     """JSON, table view and the emittable weights of one trace."""
+    from attncli.output.heatmap import ViewStyle
+
+    style = style or ViewStyle()
     import numpy as np
     from rich.text import Text
 
@@ -177,7 +184,7 @@ def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int
         "weights": w,  # [layers][heads][queries][tokens]
     }
 
-    def view():  # Rich is imported only when a table or picture is shown
+    def view() -> Any:  # Rich is imported only when a table or picture is shown
         header = Text.assemble(
             ("trace ", "bold"),
             f"{model.name} · {model.family.name}, {config.n_layer} layers × {config.n_head} heads, "
@@ -200,7 +207,7 @@ def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int
     matrices = {"weights": Emitted(single, sel.query_tokens if single.ndim == 2 else None,
                                    sel.tokens if single.ndim == 2 else None)}
 
-    def maps():
+    def maps() -> AttentionMaps:
         from attncli.output.maps import AttentionMaps
 
         return AttentionMaps(w, sel.query_tokens, sel.tokens, [f"layer {layer}" for layer in sel.layers],
@@ -215,7 +222,7 @@ def shortened(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1):]
 
 
-def model_view(sel: Selection, precision: int, style):
+def model_view(sel: Selection, precision: int, style: ViewStyle) -> Any:
     """Every selected head as a small heatmap, a row of heads per layer (bertviz's model view)."""
     from rich.console import Group
     from rich.text import Text
@@ -237,7 +244,7 @@ def model_view(sel: Selection, precision: int, style):
     )
 
 
-def query_grid(sel: Selection, precision: int, style):
+def query_grid(sel: Selection, precision: int, style: ViewStyle) -> Any:
     """Where one token looks: heads down, layers across; each cell is the key
     it attends to most in that head, and the weight, on the weight's colour.
     Layers wrap into blocks rather than cutting a cell; long tokens are
