@@ -39,7 +39,7 @@ from attncli.core.grad_blocks import in_blocks
 from attncli.core.logits import Problem, combine, prepare, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import blas_held
-from attncli.core.positions import query_positions, rotate
+from attncli.core.positions import rotate_back
 from attncli.core.reference import softmax
 from attncli.errors import ShapeError
 
@@ -135,9 +135,7 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     if options.similarity == "cosine":
         dq, dk = _through_unit_rows(dq, p.ungroup(p.q)), _through_unit_rows(dk, _ungroup_kv(p.k, p))
     if options.rope is not None:  # RoPE's rotation is orthogonal: turn back by minus the angle
-        n_q, n_k = p.n_q, p.n_k
-        dq = rotate(dq, -query_positions(n_q, n_k, options.rope), options.rope)
-        dk = rotate(dk, -np.arange(n_k), options.rope)
+        dq, dk = rotate_back(dq, dk, options.rope)
 
     dsinks = None
     if options.sinks is not None and sink_terms is not None:
