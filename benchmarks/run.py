@@ -279,6 +279,42 @@ BACKWARD = [
 ]
 
 
+def gemm_rates() -> None:
+    """numpy's BLAS on this machine now: sgemm and dgemm (2048², best of 3) on
+    1 and 2 threads; and the float64 products of the backward's 256 × 256
+    blocks on one thread, numpy's BLAS beside torch's (best of 7 × 50)."""
+    print(f"\n## Matrix products (load average {os.getloadavg()[0]:.1f})\n")
+    for dtype, name in ((np.float32, "sgemm"), (np.float64, "dgemm")):
+        one, two = sgemm_rate(dtype, 1), sgemm_rate(dtype, 2)
+        print(f"{name} 2048²: {one / 1e9:.0f} GFLOP/s on 1 thread, {two / 1e9:.0f} on 2")
+    try:
+        import torch
+    except ImportError:
+        return
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1, user_api="blas"):
+            for m, k, n in ((256, 64, 256), (256, 256, 64)):
+                a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+                best = {"numpy": math.inf, "torch": math.inf}
+                for _ in range(7):
+                    for who, fn in (("numpy", lambda a=a, b=b: a @ b), ("torch", lambda ta=ta, tb=tb: ta @ tb)):
+                        start = time.perf_counter()
+                        for _ in range(50):
+                            fn()
+                        best[who] = min(best[who], (time.perf_counter() - start) / 50)
+                rates = {who: 2 * m * k * n / seconds / 1e9 for who, seconds in best.items()}
+                print(f"float64 [{m}, {k}] @ [{k}, {n}], 1 thread: numpy {rates['numpy']:.0f} GFLOP/s, "
+                      f"torch {rates['torch']:.0f}")
+    finally:
+        torch.set_num_threads(threads)
+
+
 def backward(rounds: int) -> None:
     """attn's backward pass (``attention_grad``: its forward, then FlashAttention-2's
     backward) beside torch autograd of SDPA, forward + backward, both float64.
@@ -592,6 +628,7 @@ def main() -> None:
     args = parser.parse_args()
     machine()
     if args.backward:
+        gemm_rates()
         backward(3 if args.quick else 7)
         backward_spared(3 if args.quick else 7)
         backward_memory([2048, 8192] if args.quick else [4096, 16384])
@@ -601,6 +638,7 @@ def main() -> None:
     spared(6 if args.quick else 12)
     if args.shapes:
         return
+    gemm_rates()
     backward(3 if args.quick else 7)
     backward_spared(3 if args.quick else 7)
     backward_memory([2048, 8192] if args.quick else [4096, 16384])
