@@ -27,7 +27,7 @@ from attncli.core.arrays import sum_to
 from attncli.core.kernel import forward
 from attncli.core.logits import Problem, _cut, _pick, combine
 from attncli.core.parallel import map_blocks
-from attncli.core.positions import seen_by_all, visible_keys
+from attncli.core.positions import band_weights, seen_by_all, visible_keys
 
 Sums = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray]
 
@@ -335,10 +335,16 @@ def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Row
     logits = keys.logits(z, lead)  # [..., g, r, c] a view, as the options see the block
     cap = p.options.softcap
     kept = None if cap is None else np.divide(logits, float(cap), out=keys.logits(_buffer(scratch, "tanh", r, c), lead))
-    combine(logits, p, rows, cols, inside)  # in place: + bias + ALiBi (softcap(S) first), −inf where forbidden
+    banded = not inside and (p.options.causal is not None or p.options.window is not None)  # the band cuts it
+    combine(logits, p, rows, cols, inside=True)  # in place: + bias + ALiBi (softcap(S) first), −inf where masked
     if at.lse is not None:
         z -= at.lse
-    weights = np.exp(z, out=z)  # [r·g, c] P = exp(logits − L): 0 where forbidden
+    if banded:  # the pairs the band forbids hold any S − L: capped at 0, as every allowed one is: no overflow
+        np.minimum(z, 0.0, out=z)
+    weights = np.exp(z, out=z)  # [r·g, c] P = exp(logits − L): 0 where masked
+    if banded:  # and 0 where the band forbids: as weights after exp, which takes 3.5× as long on −inf
+        logits *= band_weights(range(p.n_q)[rows], range(p.n_k)[cols], p.n_q, p.n_k, p.options.causal,
+                               p.options.window, z.dtype)
     keys.dv[cols] += np.matmul(weights.T, at.do[:, :d_v], out=_buffer(scratch, "dv", c, d_v))  # [c, r·g] @ [r·g, d_v]
     ds = np.matmul(at.do, v.T, out=_buffer(scratch, "ds", r, c))  # [r·g, d_v + 1] @ [d_v + 1, c] -> dP − D
     ds *= weights  # dS = P ∘ (dP − D)
