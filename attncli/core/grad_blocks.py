@@ -308,6 +308,8 @@ class _Keys:
 
     def logits(self, z: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
         """A block [r · g, c] as the options see it: [..., g, r, c], a view."""
+        if self.group == 1:
+            return z.reshape(lead + z.shape)
         r = z.shape[0] // self.group
         return np.swapaxes(z.reshape(r, self.group, z.shape[-1]), 0, 1).reshape(lead + (r, z.shape[-1]))
 
