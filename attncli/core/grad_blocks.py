@@ -42,14 +42,14 @@ def in_blocks(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, block:
     The forward kernel (``kernel.forward``) gives O and each row's log-sum-exp L;
     D = rowsum(dO ∘ O) and each row's sink term follow from them. Then each
     block of up to ``block`` / group queries (each with its group of heads) ×
-    ``block`` keys that the causal triangle and the window leave
-    (``_block_plan``; the others are never visited)
-    recomputes P once, exp(logits − L), and five products give its share of
-    the gradients (``_backward_block``). With a bias, each block's dS is summed
-    down to the bias's (grouped) shape into its [rows, cols], so dbias takes
-    the bias's memory. The work goes in units (``_units``) on the thread pool
-    (``map_blocks``, up to ``workers`` threads); how it is cut does not depend
-    on ``workers``, so neither do the sums (but for a bias shared by units)."""
+    ``block`` keys that the causal triangle and the window leave (``_block_plan``;
+    the others are never visited) recomputes P once, exp(logits − L), and five
+    products give its share of the gradients (``_backward_block``). With a
+    bias, each block's dS is summed down to the bias's (grouped) shape into its
+    [rows, cols], so dbias takes the bias's memory. The work goes in units
+    (``_units``) on the thread pool (``map_blocks``, up to ``workers``
+    threads); how it is cut does not depend on ``workers``, so neither do the
+    sums (but for a bias shared by units)."""
     lead = p.logits_shape[:-2]  # [..., (H_kv, group)]
     n_q, n_k, ndim = p.n_q, p.n_k, len(p.logits_shape)
     kv_lead = lead if p.group == 1 else lead[:-1] + (1,)  # dK and dV: one per K/V head, summed over its group
@@ -338,7 +338,8 @@ def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Row
     cap = p.options.softcap
     kept = None if cap is None else np.divide(logits, float(cap), out=keys.logits(_buffer(scratch, "tanh", r, c), lead))
     banded = not inside and (p.options.causal is not None or p.options.window is not None)  # the band cuts it
-    combine(logits, p, rows, cols, inside=True)  # in place: + bias + ALiBi (softcap(S) first), −inf where masked
+    combine(logits, p, rows, cols, inside=True)  # in place: + bias + ALiBi (softcap(S) first), −inf where masked;
+    # the band is not applied here but after exp, as weights (as the kernel's float32 blocks do)
     if at.lse is not None:
         z -= at.lse
     if banded:  # the pairs the band forbids hold any S − L: capped at 0, as every allowed one is: no overflow
