@@ -297,7 +297,7 @@ def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
                                f"{tmp_path / 'empty-cache' / 'hub'} (attn never downloads: give a folder "
                                "with config.json, model.safetensors and vocab.txt)"),
         (tiny / "vocab.txt", f"{tiny / 'vocab.txt'}: is a file, not a model folder "
-                             "(give the folder that holds config.json and model.safetensors)"),
+                             "(give the folder that holds config.json and model.safetensors, or a .gguf file)"),
         (tmp_path, f"{tmp_path}: not a model folder: no config.json (a model folder holds config.json, "
                    "model.safetensors and vocab.txt or tokenizer.json)"),
         (broken(tmp_path, "gpt", lambda f: (f / "config.json").write_text(
@@ -325,7 +325,7 @@ def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
         assert message.endswith(expected) and message.startswith("/"), (message, expected)
     garbage = broken(tmp_path, "garbage", lambda f: (f / "model.safetensors").write_bytes(b"not safetensors"))
     assert attn.fails("trace", "the car", "-m", garbage).startswith(
-        f"{garbage / 'model.safetensors'}: cannot read the parameters: ")
+        f"{garbage / 'model.safetensors'}: is not a readable safetensors file (")  # attn run's reader
     missing = write_model(tmp_path / "missing", tensors={
         k: v for k, v in hf_tensors(dict(TINY)).items() if "layer.1.output.dense" not in k})
     assert attn.fails("trace", "the car", "-m", missing).endswith(
