@@ -16,7 +16,8 @@ for a GGUF), which attn never uses. It writes
 - ``tests/data/smollm2_refs.npz``: the real SmolLM2-135M-Instruct (its Q4_1
   GGUF, dequantised by transformers' own GGUF loader) on the seed sentence:
   the tokens, every layer's and head's weights (the causal triangle, as
-  uint16 fixed point: ±7.6e-6) and the top-5 next tokens.
+  uint16 fixed point: ±7.6e-6), the top-5 next tokens and the greedy
+  continuation (``generate``, 8 tokens).
 
 The random models are built here with numpy (``random_tensors``) and read
 by both transformers and the tests (which import this file), so only their
@@ -38,6 +39,7 @@ DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
 SEED_SENTENCE = "The pink elephant tried to get into the car but it was too"
 N_TOKENS = 12  # token ids per random case
 LOGITS = 3  # the last positions whose logits are pinned
+GENERATED = 8  # SmolLM2's greedy continuation of the seed sentence, pinned
 VOCAB = 320  # the random models' vocabulary (the trained tokenizer's 300 ids fit)
 
 BASE = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
@@ -71,7 +73,7 @@ GEMMA: dict[str, dict[str, Any]] = {
                "final_logit_softcapping": 30.0, "max_position_embeddings": 32, "rope_theta": 10000.0},
     "gemma3_text": {"model_type": "gemma3_text", "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
                     "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16,
-                    "query_pre_attn_scalar": 16, "sliding_window": 3, "sliding_window_pattern": 3,
+                    "query_pre_attn_scalar": 20, "sliding_window": 3, "sliding_window_pattern": 3,
                     "max_position_embeddings": 32, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0},
 }
 
@@ -133,12 +135,12 @@ def random_tensors(name: str) -> dict[str, np.ndarray]:
 
 
 def write_folder(folder: Path, name: str, tensors: dict[str, np.ndarray] | None = None,
-                 tokenizer: Any = None) -> Path:
-    """A Hugging Face folder of a case: config.json, model.safetensors (and tokenizer.json)."""
+                 tokenizer: Any = None, **changes: Any) -> Path:
+    """A Hugging Face folder of a case: config.json (with ``changes``), model.safetensors (and tokenizer.json)."""
     from safetensors.numpy import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
-    config = CASES[name]
+    config = {**CASES[name], **changes}
     architecture = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
                     "qwen2": "Qwen2ForCausalLM"}[config["model_type"]]
     (folder / "config.json").write_text(json.dumps({"architectures": [architecture], **config}, indent=1))
@@ -200,17 +202,18 @@ def gemma_captures(name: str, n: int = 10) -> dict[str, np.ndarray]:
         attn = layer.self_attn
         head_dim = attn.head_dim
 
-        def keep(key: str, head_dim: int = head_dim) -> Any:
+        def keep(key: str, heads_first: bool, head_dim: int = head_dim) -> Any:
             def hook(module: Any, args: Any, output: Any) -> None:
-                x = output.detach()[0]  # [n, H · d] or [n, H, d]
-                x = x.reshape(x.shape[0], -1, head_dim).transpose(0, 1)  # [H, n, d]
+                x = output.detach()[0]  # [n, H · d] from a projection; [H, n, d] from Gemma 3's norms
+                if not heads_first:
+                    x = x.reshape(x.shape[0], -1, head_dim).transpose(0, 1)  # [H, n, d]
                 captured[key] = x.numpy().copy()
             return hook
 
-        q_mod = getattr(attn, "q_norm", None) or attn.q_proj  # Gemma 3 normalises Q and K before RoPE
-        k_mod = getattr(attn, "k_norm", None) or attn.k_proj
-        hooks += [q_mod.register_forward_hook(keep(f"{i}.q")), k_mod.register_forward_hook(keep(f"{i}.k")),
-                  attn.v_proj.register_forward_hook(keep(f"{i}.v"))]
+        norms = hasattr(attn, "q_norm")  # Gemma 3 normalises each head's Q and K before RoPE
+        q_mod, k_mod = (attn.q_norm, attn.k_norm) if norms else (attn.q_proj, attn.k_proj)
+        hooks += [q_mod.register_forward_hook(keep(f"{i}.q", norms)), k_mod.register_forward_hook(keep(f"{i}.k", norms)),
+                  attn.v_proj.register_forward_hook(keep(f"{i}.v", False))]
 
         def heads_out(module: Any, args: Any, i: int = i, d: int = head_dim) -> None:
             x = args[0].detach()[0]  # [n, H · d]
@@ -246,10 +249,11 @@ def smollm2(path: Path) -> dict[str, np.ndarray]:
     triangle = weights[..., rows, cols]  # [30, 9, n(n+1)/2]
     p = out.logits[0, -1].double().softmax(-1)
     top = p.topk(5)
+    generated = model.generate(**enc, max_new_tokens=GENERATED, do_sample=False)[0, enc.input_ids.shape[1]:]
     return {"ids": enc.input_ids[0].numpy(), "tokens": np.array(tokenizer.convert_ids_to_tokens(enc.input_ids[0])),
             "weights_u16": np.round(triangle * 65535).astype(np.uint16), "upper_max": np.array(weights[..., cols, rows]
                                                                                                .max()),
-            "top_ids": top.indices.numpy(), "top_probabilities": top.values.numpy()}
+            "top_ids": top.indices.numpy(), "top_probabilities": top.values.numpy(), "generated": generated.numpy()}
 
 
 def main() -> None:

@@ -175,13 +175,16 @@ def gguf_tensors(name: str, tensors: dict[str, np.ndarray]) -> dict[str, np.ndar
 
 
 def tokenizer_vocab(tokenizer: Any) -> tuple[list[str], list[str], list[int]]:
-    """A trained tokenizer's tokens (by id), merges ("a b") and llama.cpp token types (3: control)."""
+    """A trained tokenizer's tokens (by id), merges ("a b") and llama.cpp token types (1 normal,
+    3 control), padded to the embeddings' rows with [PAD…] tokens of type 5 (unused), as
+    convert_hf_to_gguf.py pads them."""
     vocab = tokenizer.get_vocab()
     tokens = [t for t, _ in sorted(vocab.items(), key=lambda kv: kv[1])]
     merges = json.loads(tokenizer.to_str())["model"]["merges"]
     merges = [m if isinstance(m, str) else " ".join(m) for m in merges]
     types = [3 if t.startswith("<|") else 1 for t in tokens]
-    return tokens, merges, types
+    padding = range(len(tokens), refs.VOCAB)
+    return tokens + [f"[PAD{i}]" for i in padding], merges, types + [5 for _ in padding]
 
 
 def write_gguf(path: Path, name: str, tensors: dict[str, np.ndarray], tokenizer: Any, *, qtype: str | None = None,
@@ -249,7 +252,8 @@ def round_trip(name: str, tensors: dict[str, np.ndarray], qtype: str) -> dict[st
     gpt2 = CASES[name]["model_type"] == "gpt2"
 
     def q(w: np.ndarray) -> np.ndarray:
+        w = np.ascontiguousarray(w)  # quantize reads memory in order
         return gguf.quants.dequantize(gguf.quants.quantize(w, kind), kind).reshape(w.shape)
 
-    return {k: (q(v.T).T if gpt2 and LAYER.fullmatch(k) else q(v)) if v.ndim == 2 else v
-            for k, v in tensors.items()}
+    return {k: np.ascontiguousarray(q(v.T).T if gpt2 and LAYER.fullmatch(k) else q(v)) if v.ndim == 2 else v
+            for k, v in tensors.items()}  # contiguous: safetensors' numpy writer saves the memory as it lies
