@@ -212,7 +212,8 @@ def gemma_captures(name: str, n: int = 10) -> dict[str, np.ndarray]:
 
         norms = hasattr(attn, "q_norm")  # Gemma 3 normalises each head's Q and K before RoPE
         q_mod, k_mod = (attn.q_norm, attn.k_norm) if norms else (attn.q_proj, attn.k_proj)
-        hooks += [q_mod.register_forward_hook(keep(f"{i}.q", norms)), k_mod.register_forward_hook(keep(f"{i}.k", norms)),
+        hooks += [q_mod.register_forward_hook(keep(f"{i}.q", norms)),
+                  k_mod.register_forward_hook(keep(f"{i}.k", norms)),
                   attn.v_proj.register_forward_hook(keep(f"{i}.v", False))]
 
         def heads_out(module: Any, args: Any, i: int = i, d: int = head_dim) -> None:

@@ -10,11 +10,12 @@ whole models in tests/test_decoders.py."""
 import numpy as np
 import pytest
 
-import decoder_models as dm
 from attncli.core.api import attention
 from attncli.errors import AttnError, UsageError
 from attncli.models import CONVENTIONS, Fields, layer_attention
 from attncli.models.conventions import gguf_fields
+
+import decoder_models as dm
 
 CAPTURES = np.load(dm.DATA / "convention_refs.npz")
 LLAMA = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,

@@ -17,11 +17,11 @@ import pytest
 pytest.importorskip("safetensors")
 pytest.importorskip("tokenizers")
 
-import decoder_models as dm
-
 from attncli.errors import AttnError, UsageError
 from attncli.models import Selection, decode, decoder, generate, load_model, trace
 from attncli.models.decoder import Kept, run
+
+import decoder_models as dm
 
 CASES = list(dm.CASES)
 REFS = np.load(dm.DATA / "decoder_refs.npz")
