@@ -218,16 +218,8 @@ def write_gguf(path: Path, name: str, tensors: dict[str, np.ndarray], tokenizer:
         w.add_uint32(f"{arch}.{key}", value)
     for key, value in (extra or {}).items():
         (w.add_string if isinstance(value, str) else w.add_uint32)(key, value)
-    tokens, merges, types = tokenizer_vocab(tokenizer)
-    w.add_string("tokenizer.ggml.model", tokenizer_model)
-    w.add_string("tokenizer.ggml.pre", pre)
-    w.add_array("tokenizer.ggml.tokens", tokens)
-    w.add_array("tokenizer.ggml.merges", merges)
-    w.add_array("tokenizer.ggml.token_type", types)
-    w.add_uint32("tokenizer.ggml.bos_token_id", 0)
-    w.add_uint32("tokenizer.ggml.eos_token_id", 0)
-    if add_bos is not None:
-        w.add_bool("tokenizer.ggml.add_bos_token", add_bos)
+    if tokenizer is not None:
+        _write_tokenizer(w, tokenizer, tokenizer_model, pre, add_bos)
     for gg, array in gguf_tensors(name, tensors).items():
         if qtype and array.ndim == 2:
             kind = gguf.GGMLQuantizationType[qtype]
@@ -241,6 +233,19 @@ def write_gguf(path: Path, name: str, tensors: dict[str, np.ndarray], tokenizer:
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+def _write_tokenizer(w: Any, tokenizer: Any, model: str, pre: str, add_bos: bool | None) -> None:
+    tokens, merges, types = tokenizer_vocab(tokenizer)
+    w.add_string("tokenizer.ggml.model", model)
+    w.add_string("tokenizer.ggml.pre", pre)
+    w.add_array("tokenizer.ggml.tokens", tokens)
+    w.add_array("tokenizer.ggml.merges", merges)
+    w.add_array("tokenizer.ggml.token_type", types)
+    w.add_uint32("tokenizer.ggml.bos_token_id", 0)
+    w.add_uint32("tokenizer.ggml.eos_token_id", 0)
+    if add_bos is not None:
+        w.add_bool("tokenizer.ggml.add_bos_token", add_bos)
 
 
 def round_trip(name: str, tensors: dict[str, np.ndarray], qtype: str) -> dict[str, np.ndarray]:

@@ -136,6 +136,9 @@ def test_gguf_errors_name_the_problem(attn, tmp_path, tokenizer):
         change = {"tensors": tensors, **change}
         path = dm.write_gguf(tmp_path / f"{i}.gguf", "llama", change.pop("tensors"), tokenizer, **change)
         assert attn.fails("trace", "the car", "-m", path) == f"{path}: {expected}"
+    bare = dm.write_gguf(tmp_path / "bare.gguf", "llama", tensors, None)
+    assert attn.fails("trace", "the car", "-m", bare) == \
+        f"{bare}: no tokenizer: the file has no tokenizer.ggml.model and tokens"
     good = dm.write_gguf(tmp_path / "good.gguf", "llama", tensors, tokenizer)
     (tmp_path / "ggml.gguf").write_bytes(b"ggml" + good.read_bytes()[4:])
     assert attn.fails("trace", "the car", "-m", tmp_path / "ggml.gguf") == \

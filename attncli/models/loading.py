@@ -220,9 +220,9 @@ def load_gguf(path: Path, name: str) -> Model:
 
     reader = ggufs.open_gguf(path)
     fields = ggufs.read_fields(reader, path)
+    tokenizer = ggufs.read_tokenizer(reader, path)
     family = FAMILIES[fields.model_type]
     config = family.config(fields, str(path))
-    tokenizer = ggufs.read_tokenizer(reader, path)
     params = family.params(ggufs.read_tensors(reader, fields, family, path), config)
     return Model(name=name, path=path, family=family, config=config, params=params, tokenizer=tokenizer,
                  max_tokens=config.n_positions, pooling="mean", normalise=False, fields=fields,
