@@ -113,7 +113,19 @@ def forward_alone(gguf: Path, runs: int) -> None:
         contenders["attn, every weight kept (BLAS's threads)"] = free
     reference = _transformers(gguf, model.tokenizer.encode(TEXT).ids)
     if reference is not None:
-        contenders["transformers eager, float32 (torch's threads)"] = reference
+        import torch
+
+        threads = torch.get_num_threads()
+
+        def one_thread() -> object:
+            torch.set_num_threads(1)
+            try:
+                return reference()
+            finally:
+                torch.set_num_threads(threads)
+
+        contenders[f"transformers eager, float32 ({threads} torch threads)"] = reference
+        contenders["transformers eager, float32 (1 torch thread)"] = one_thread
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(runs):
         for name, fn in contenders.items():
@@ -151,6 +163,8 @@ def _transformers(gguf: Path, ids: list[int]):
 
 def peak_memory(gguf: Path, n: int) -> None:
     print(f"\n## Peak memory: a {n:,}-token prompt with one layer shown (max RSS)\n")
+    if "torch" in sys.modules:
+        print("(torch is loaded here, and maybe in the child: measure in an environment without it)\n")
     for mode in ("load only", "one-layer"):
         out = subprocess.run([sys.executable, "-c", PEAK, str(gguf), str(n), mode], cwd=ROOT, env=_env(),
                              capture_output=True, text=True, check=True).stdout.split(maxsplit=4)
@@ -166,10 +180,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("gguf", type=Path, help="SmolLM2-135M-Instruct.Q4_1.gguf")
     parser.add_argument("--quick", action="store_true", help="fewer runs")
+    parser.add_argument("--only", choices=["process", "forward", "memory"], help="one of the three")
     args = parser.parse_args()
-    whole_process(args.gguf, 3 if args.quick else 5)
-    forward_alone(args.gguf, 10 if args.quick else 30)
-    peak_memory(args.gguf, 2048)
+    print(f"load average {Path('/proc/loadavg').read_text().split()[0]}, {len(os.sched_getaffinity(0))} cores")
+    if args.only in (None, "process"):
+        whole_process(args.gguf, 3 if args.quick else 5)
+    if args.only in (None, "forward"):
+        forward_alone(args.gguf, 10 if args.quick else 30)
+    if args.only in (None, "memory"):
+        peak_memory(args.gguf, 2048)
 
 
 if __name__ == "__main__":
