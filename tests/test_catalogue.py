@@ -47,6 +47,26 @@ def zipped(*names: str) -> bytes:
     return buffer.getvalue()
 
 
+def npy_claiming(shape, data: bytes = bytes(16)) -> bytes:
+    """An NPY float64 header declaring ``shape`` over the bytes ``data``."""
+    buffer = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buffer, {"descr": "<f8", "fortran_order": False, "shape": shape})
+    return buffer.getvalue() + data
+
+
+def archive(*members) -> bytes:
+    """A zip archive of (name, bytes) members, a name possibly twice (as np.savez never writes it)."""
+    import warnings
+    import zipfile
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), zipfile.ZipFile(buffer, "w") as z:
+        warnings.simplefilter("ignore")  # zipfile warns of a duplicate name, and writes it
+        for name, data in members:
+            z.writestr(name, data)
+    return buffer.getvalue()
+
+
 def bfloat16_npy() -> bytes:
     import ml_dtypes
 
@@ -175,7 +195,24 @@ CATALOGUE = [
     ("3-D NPY where a matrix is needed", {"x.npy": npy(np.ones((1, 3, 1)))}, ["self", "{d}/x.npy"], 1,
      "{d}/x.npy: is 3-D (1×3×1), expected a 2-D matrix"),
     ("truncated NPY", {"q.npy": npy(np.ones((4, 3)))[:-5]}, ["run", "{d}/q.npy", *KV], 1,
-     "{d}/q.npy: is truncated or damaged (…"),
+     "{d}/q.npy: its NPY header declares 4×3 float64 values (96 bytes), but 91 bytes of data follow it "
+     "(the file is truncated or damaged)"),
+    ("NPY header claiming 10¹²×10¹² over 16 bytes", {"q.npy": npy_claiming((10**12, 10**12))},
+     ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: its NPY header declares 1000000000000×1000000000000 float64 values "
+     "(8,000,000,000,000,000,000,000,000 bytes), but 16 bytes of data follow it (the file is truncated or damaged)"),
+    ("NPY header claiming 10³⁰ rows, on stdin", {}, ["run", "-", *KV], 1,
+     "<stdin>: its NPY header declares 1000000000000000000000000000000×3 float64 values "
+     "(24,000,000,000,000,000,000,000,000,000,000 bytes), but 16 bytes of data follow it "
+     "(the file is truncated or damaged)", npy_claiming((10**30, 3))),
+    ("NPY header with a negative shape", {"q.npy": npy_claiming((-2, 1))}, ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: its NPY header declares the shape -2×1, which no array has (the file is damaged)"),
+    ("NPY with bytes past its array", {"q.npy": npy(np.ones((1, 3))) + npy(np.ones((1, 3)))},
+     ["run", "{d}/q.npy", *KV], 1,
+     "{d}/q.npy: 152 bytes follow the 1×3 float64 array its NPY header declares "
+     "(an NPY file holds one array: save several in an NPZ archive with np.savez)"),
+    ("damaged NPY header", {"q.npy": b"\x93NUMPY\x01\x00\x10\x00{'descr': <f8'}    \n"}, ["run", "{d}/q.npy", *KV],
+     1, "{d}/q.npy: is truncated or damaged (…"),
     ("CSV named .npy", {"q.npy": "1,2,3\n"}, ["run", "{d}/q.npy", *KV], 1,
      "{d}/q.npy: is not an NPY file (it does not start with \\x93NUMPY) (name CSV/YAML/JSON files by their extension)"),
     # ---------------------------------------------------------------- tensors and variants
@@ -224,6 +261,26 @@ CATALOGUE = [
      "<stdin>: is a Python pickle, which attn never unpickles (save the array with np.save, "
      "or a DataFrame with to_csv)",
      pickle.dumps([[1.0, 2.0]])),
+    ("NPZ with a member name twice", {"b.npz": archive(("q.npy", npy(np.ones((2, 2)))),
+                                                    ("q.npy", npy(np.zeros((2, 2)))))}, ["self", "{d}/b.npz"], 1,
+     "{d}/b.npz: holds two arrays named 'q': the member 'q.npy' twice "
+     "(numpy would read only one of them: save each name once)"),
+    ("NPZ with q and q.npy", {"b.npz": archive(("q.npy", npy(np.ones((2, 2)))), ("q", npy(np.zeros((2, 2)))))},
+     ["self", "{d}/b.npz"], 1,
+     "{d}/b.npz: holds two arrays named 'q': the members 'q.npy' and 'q' "
+     "(numpy would read only one of them: save each name once)"),
+    ("NPZ member claiming 10¹²×10¹²", {"b.npz": archive(("q.npy", npy_claiming((10**12, 10**12))))},
+     ["self", "{d}/b.npz"], 1,
+     "{d}/b.npz: q: its NPY header declares 1000000000000×1000000000000 float64 values "
+     "(8,000,000,000,000,000,000,000,000 bytes), but 16 bytes of data follow it (the file is truncated or damaged)"),
+    ("NPZ byte-string labels not UTF-8", {"b.npz": npz(x=np.ones((2, 2)), x_labels=np.array([b"apple", b"p\xe9ar"]))},
+     ["self", "{d}/b.npz"], 1,
+     "{d}/b.npz: x_labels entry 2 is not UTF-8 text: b'p\\xe9ar' "
+     "(byte strings are read as UTF-8: save them as str, or encode them as UTF-8)"),
+    ("NPZ byte-string setting not UTF-8", {"b.npz": npz(q=np.ones((2, 2)), k=np.ones((2, 2)), v=np.ones((2, 2)),
+                                                        similarity=np.array(b"cos\xedne"))}, ["run", "{d}/b.npz"], 1,
+     "{d}/b.npz: similarity is not UTF-8 text: b'cos\\xedne' "
+     "(byte strings are read as UTF-8: save them as str, or encode them as UTF-8)"),
     ("damaged safetensors", {"b.safetensors": safetensors(q=np.ones((2, 2)))[:-3]}, ["run", "{d}/b.safetensors"], 1,
      "{d}/b.safetensors: is not a readable safetensors file (…"),
     ("integer safetensors", {"b.safetensors": safetensors(q=np.ones((2, 2), np.int32), k=np.ones((2, 2)),
@@ -272,6 +329,19 @@ CATALOGUE = [
      "rope theta must be a positive finite number, got 0.0"),
     ("odd rope dim", {}, ["run", *QKV, "--rope", "neox", "--rope-dim", "3"], 2,
      "rope dim must be a positive even number, got 3 (features are rotated in pairs)"),
+    ("rope offset past 2^32", TENSORS, ["run", *T, "--rope", "neox", "--rope-offset", "-" + "9" * 30], 2,
+     f"rope offset -{'9' * 30} is outside ±2^32 (±4,294,967,296) "
+     "(float64 keeps RoPE angles within 1e-6 radians only up to position 2^32)"),
+    ("last rope position past 2^32", TENSORS, ["run", *T, "--rope", "neox", "--rope-offset", "4294967295"], 2,
+     "the last query's RoPE position, 4,294,967,295 + 2, is past 2^32 (4,294,967,296) "
+     "(float64 keeps RoPE angles within 1e-6 radians only up to position 2^32)"),
+    ("bundle rope offset past 2^32", {"b.yaml": "q: [[1, 2]]\nk: [[1, 2]]\nv: [[1]]\nrope: neox\n"
+                                                "rope_offset: 4294967297\n"}, ["run", "{d}/b.yaml"], 1,
+     "{d}/b.yaml:5: rope offset 4294967297 is outside ±2^32 (±4,294,967,296) "
+     "(float64 keeps RoPE angles within 1e-6 radians only up to position 2^32)"),
+    ("bundle number past float64", {"b.json": '{"q": [[1]], "k": [[1]], "v": [[1]], "scale": 1' + "0" * 400 + "}"},
+     ["run", "{d}/b.json"], 1, "{d}/b.json: scale: 100000000000000000000000000000000000000… is too large "
+                               "(float64 holds up to 1.8e308)"),
     ("rope setting without rope", {}, ["run", *QKV, "--rope-offset", "2"], 2,
      "--rope-offset goes with --rope (add --rope neox or --rope gptj)"),
     ("unknown rope style", {}, ["run", *QKV, "--rope", "llama"], 2,
@@ -280,6 +350,8 @@ CATALOGUE = [
      "--head 4 but there are 4 query heads (they are numbered from 0 to 3)"),
     ("batch out of range", TENSORS, ["run", *T, "--batch", "1"], 2,
      "--batch 1 but there is 1 batch (the only one is 0)"),
+    ("grad head out of range in a pipe", TENSORS, ["grad", *T, "--dout", "{d}/q.npy", "--head", "9", "-f", "json"], 2,
+     "--head 9 but there are 4 query heads (they are numbered from 0 to 3)"),
     # ---------------------------------------------------------------- attn check
     ("check without inputs", {}, ["check", "{d}/out.npy"], 2,
      "expected OUT and one bundle, or OUT and three files Q K V, got 1 file"),
@@ -342,7 +414,20 @@ CATALOGUE = [
      "{d}/b.yaml:7: expands to more than 10,000,000 elements (YAML aliases repeat whole subtrees; "
      "write the numbers out, or set ATTN_MAX_YAML_NODES to raise the limit)"),
     ("YAML syntax", {"q.yaml": "- [1, 2\n"}, ["run", "{d}/q.yaml", *KV], 1,
-     "{d}/q.yaml:2: invalid YAML: did not find expected ',' or ']' (column 1)"),
+     "{d}/q.yaml:2: invalid YAML: …"),  # then PyYAML's words and the column
+    ("YAML !!str number", {"q.yaml": "- [1, !!str 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: row 1, column 2: '2' is tagged !!str, so it is not a number (remove the tag)"),
+    ("YAML !!timestamp number", {"q.yaml": "- [1, !!timestamp 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: row 1, column 2: '2' is tagged !!timestamp, so it is not a number (remove the tag)"),
+    ("YAML non-specific tag on a number", {"q.yaml": "- [1, ! 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: row 1, column 2: '2' is tagged !, so it is not a number (remove the tag)"),
+    ("YAML !!bool on a number in a mask", {"m.yaml": "- [1, !!bool 0, 1]\n"}, ["run", *QKV, "--mask", "{d}/m.yaml"],
+     1, "{d}/m.yaml:1: row 1, column 2: '0' is tagged !!bool, so it is not a number (remove the tag)"),
+    ("YAML !!binary number", {"q.yaml": "- [1, !!binary 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: the tag tag:yaml.org,2002:binary is not allowed (attn reads plain YAML: numbers, lists and "
+     "mappings)"),
+    ("YAML custom tag on a number", {"q.yaml": "- [1, !foo 2, 3]\n"}, ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: the tag !foo is not allowed (attn reads plain YAML: numbers, lists and mappings)"),
     ("JSON syntax", {"q.json": "[[1, 2],\n [3 4]]"}, ["run", "{d}/q.json", *KV], 1,
      "{d}/q.json:2: invalid JSON: Expecting ',' delimiter (column 5)"),
     ("JSON NaN", {"q.json": "[[1, NaN, 3]]"}, ["run", "{d}/q.json", *KV], 1, "{d}/q.json: NaN is not a finite number"),
@@ -593,6 +678,11 @@ CATALOGUE = [
      "{d}: is a directory, expected a file"),
     ("YAML nested too deeply", {"q.yaml": "- " * 20 + "1\n"}, ["run", "{d}/q.yaml", *KV], 1,
      "{d}/q.yaml:1: is nested too deeply to be a matrix (a matrix needs at most 8 levels of lists and mappings)"),
+    ("YAML flow lists nested past libyaml's own limit", {"q.yaml": "[" * 2000 + "]" * 2000},
+     ["run", "{d}/q.yaml", *KV], 1,
+     "{d}/q.yaml:1: is nested too deeply to be a matrix (a matrix needs at most 8 levels of lists and mappings)"),
+    ("YAML flow mappings as keys nested past libyaml's own limit", {"q.yaml": "- " + "{" * 1500 + "}" * 1500},
+     ["run", "{d}/q.yaml", *KV], 1, "{d}/q.yaml:1: a mapping key must be a plain name"),
     ("JSON nested too deeply", {}, ["run", "-", *KV], 1,
      "<stdin>: is nested too deeply to be a matrix (a matrix needs at most 8 levels of lists and mappings)",
      "[" * 100_000 + "]" * 100_000),
@@ -614,8 +704,22 @@ CATALOGUE = [
      None, {"ATTN_MAX_LINE": "100"}),
     ("truncated gzip vectors", {"v.gz": b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03KK"},
      ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.gz"], 1,
-     "{d}/v.gz: is a damaged or truncated gzip file (Compressed file ended before the end-of-stream marker was "
-     "reached)"),
+     "{d}/v.gz: is a damaged or truncated gzip file (…"),  # then Python's gzip's words
+    ("NPZ vectors with a member name twice", {"v.npz": archive(("vectors.npy", npy(np.ones((2, 2)))),
+                                                               ("vectors.npy", npy(np.zeros((2, 2)))),
+                                                               ("words.npy", npy(np.array(["fruit", "apple"]))))},
+     ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.npz"], 1,
+     "{d}/v.npz: holds two arrays named 'vectors': the member 'vectors.npy' twice "
+     "(numpy would read only one of them: save each name once)"),
+    ("NPY vectors claiming 10¹²×10¹²", {"v.npy": npy_claiming((10**12, 10**12)), "w.txt": "fruit\napple\n"},
+     ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.npy", "--words", "{d}/w.txt"], 1,
+     "{d}/v.npy: its NPY header declares 1000000000000×1000000000000 float64 values "
+     "(8,000,000,000,000,000,000,000,000 bytes), but 16 bytes of data follow it (the file is truncated or damaged)"),
+    ("NPZ vectors with byte-string words not UTF-8", {"v.npz": npz(vectors=np.ones((2, 2)),
+                                                                  words=np.array([b"fruit", b"\xe4pfel"]))},
+     ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.npz"], 1,
+     "{d}/v.npz: words entry 2 is not UTF-8 text: b'\\xe4pfel' "
+     "(byte strings are read as UTF-8: save them as str, or encode them as UTF-8)"),
     ("word2vec header absurd dimension", {"v.txt": "2 99999999999999\nfruit 1\n"},
      ["lookup", "fruit", "--keys", "apple", "--vectors", "{d}/v.txt"], 1,
      "{d}/v.txt:1: the header says the vectors have 99,999,999,999,999 dimensions, more than the limit of "

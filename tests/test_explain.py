@@ -83,7 +83,7 @@ def test_view_says_which_scale_and_shows_the_mask(attn, samples):
     assert "Q · Kᵀ" not in text and "QKᵀ" not in text.split("\n", 1)[1]  # only the title's formula
     assert "cos(fruit, apple) = -3.000 / (3.742 × 2.449) = -0.327" in text
     text = attn("explain", *footnote(samples), "-f", "table", "--scale", "0.25").stdout
-    assert "multiplied by 0.25, as --scale asks" in text
+    assert "multiplied by 0.25, the scale given" in text
 
 
 def test_negative_factors_are_bracketed(attn, samples):

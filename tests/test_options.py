@@ -71,11 +71,11 @@ def test_the_scale_in_force():
 
 def test_every_attention_command_declares_the_options_once():
     """run, explain and self take every attention option; lookup the three that
-    make sense for words; each from the one declaration in cli/options.py."""
+    make sense for words; each from the one declaration in cli/attention.py."""
     import inspect
 
+    from attncli.cli.attention import ATTENTION_OPTIONS
     from attncli.cli.commands import check, explain, lookup, run, selfattn
-    from attncli.cli.options import ATTENTION_OPTIONS
 
     for command in (run.run, explain.explain, selfattn.self_attention, check.check):
         assert set(ATTENTION_OPTIONS) <= set(inspect.signature(command).parameters)

@@ -223,8 +223,24 @@ def test_a_bug_is_one_line_and_exit_70(attn, samples, monkeypatch):
     def broken(*args, **kwargs):
         raise KeyError("boom")
 
-    monkeypatch.setattr(run, "compute", broken)
+    monkeypatch.setattr(run, "every_step", broken)
     assert attn.fails("run", samples / "colors.yaml", code=70) == \
         "internal error: KeyError: 'boom' (a bug in attn: ATTN_DEBUG=1 shows where; please report it)"
     result = attn("run", samples / "colors.yaml", env={"ATTN_DEBUG": "1"})
     assert isinstance(result.exception, KeyError)
+
+
+def test_byte_string_labels_read_as_text_everywhere(attn, tmp_path):
+    """An NPZ bundle whose labels are byte strings (dtype S, as h5py and older
+    numpy code write them): JSON, CSV headers and tables show 'apple', never
+    "b'apple'"."""
+    np.savez(tmp_path / "b.npz", q=np.eye(2), k=np.eye(2), v=np.eye(2), q_labels=np.array([b"apple", b"p\xc3\xa9ar"]),
+             k_labels=np.array([b"fruit", b"tree"]), v_columns=np.array([b"red", b"green"]))
+    out = attn.json("run", tmp_path / "b.npz")
+    assert (out["queries"], out["keys"], out["columns"]) == (["apple", "péar"], ["fruit", "tree"], ["red", "green"])
+    csv = attn("run", tmp_path / "b.npz", "-f", "csv", "--labels")
+    assert csv.exit_code == 0, csv.output
+    table = attn("run", tmp_path / "b.npz", "-f", "table")
+    for text in (csv.stdout, table.stdout):
+        assert "apple" in text and "péar" in text and "b'" not in text
+    assert "red" in csv.stdout.splitlines()[0]

@@ -274,7 +274,7 @@ def test_sentence_csv_keeps_the_words(attn):
 
 
 def test_is_file_name():
-    from attncli.cli.commands.selfattn import is_file_name
+    from attncli.cli.paths import is_file_name
 
     assert is_file_name("-") and is_file_name("x.csv") and is_file_name("data/x") and is_file_name("W.NPY")
     assert is_file_name("x.cvs")  # a typo is "no such file", not an unknown word

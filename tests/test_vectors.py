@@ -245,6 +245,37 @@ def test_npz_like_the_bundled_table(tmp_path):
     check(read_vectors(tmp_path / "t.npz"))
 
 
+@pytest.mark.parametrize("words", [np.array(["the", "apple", "banana"]), np.array([b"the", b"apple", b"banana"])])
+def test_npz_words_as_an_array_of_strings_or_bytes(tmp_path, words):
+    """h5py and older numpy code write byte strings (dtype S): read as UTF-8, never as "b'the'"."""
+    np.savez(tmp_path / "t.npz", vectors=np.array(EXPECTED, dtype=np.float32), words=words)
+    check(read_vectors(tmp_path / "t.npz"))
+
+
+def test_npz_words_as_utf8_bytes(tmp_path):
+    words = np.array([b"the", "äpple".encode(), b"banana"])
+    np.savez(tmp_path / "t.npz", vectors=np.array(EXPECTED, dtype=np.float32), words=words)
+    assert read_vectors(tmp_path / "t.npz").words == ["the", "äpple", "banana"]
+
+
+@pytest.mark.parametrize("words, message", [
+    (np.array(["the", "", "banana"]), "t.npz: words entry 2 ('') is not a word "
+                                      "(each entry of the words array is one word: not blank, no line break)"),
+    (np.array(["the", "ap\nple", "banana"]), "t.npz: words entry 2 ('ap\\nple') is not a word "
+                                             "(each entry of the words array is one word: not blank, no line break)"),
+])
+def test_npz_words_array_entries_are_words(tmp_path, words, message):
+    np.savez(tmp_path / "t.npz", vectors=np.array(EXPECTED, dtype=np.float32), words=words)
+    assert raises(read_vectors, tmp_path / "t.npz", name="t.npz") == message
+
+
+def test_npz_words_that_are_not_utf8(tmp_path):
+    np.savez(tmp_path / "t.npz", vectors=np.array(EXPECTED, dtype=np.float32),
+             words=np.frombuffer(b"the\napple\nban\xe4na", dtype=np.uint8))
+    assert raises(read_vectors, tmp_path / "t.npz", name="t.npz") == (
+        "t.npz: the words array is not newline-joined UTF-8 (byte 14 is not UTF-8)")
+
+
 def test_gzip_and_text_streams():
     check(read_vectors(io.BytesIO(gzip.compress(GLOVE_TXT))))
     check(read_vectors(io.StringIO(GLOVE_TXT.decode())))

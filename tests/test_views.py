@@ -150,10 +150,10 @@ def test_300_keys_by_50_queries_fit_one_100_column_screen(attn, big, monkeypatch
 
 
 def test_compact_cells_show_the_largest_weight_of_their_keys(big):
-    from attncli.cli.qkv import compute, load_problem
+    from attncli.cli.attend import every_step
+    from attncli.cli.inputs import read_inputs
 
-    problem = load_problem([str(big)])
-    steps = compute(problem, problem.options)
+    steps = every_step(read_inputs([str(big)]))
     heat_map = CompactHeatmap(scaled(steps.weights, None, 1.0), [f"q{i}" for i in range(50)],
                               [f"k{j}" for j in range(300)])
     console = Console(width=100, force_terminal=True, color_system="truecolor", file=open("/dev/null", "w"))

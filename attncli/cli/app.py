@@ -7,10 +7,14 @@ numerical disagreement, 70 a bug in attn, 130 Ctrl-C, 141 closed pipe.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 import typer
+import typer.main
 from typer.core import TyperGroup
 
 from attncli import __version__
@@ -29,8 +33,8 @@ EXIT_INTERNAL = 70  # EX_SOFTWARE: a bug in attn, not the user's mistake
 
 # Typer (0.26 and later) vendors its own Click; find its exception classes through the
 # public ones, so this works with either.
-UsageError: type[Exception] = typer.BadParameter.__mro__[1]
-ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+UsageError: type[Any] = typer.BadParameter.__mro__[1]
+ClickException: type[Any] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
 
 LONGEST_WORD = 200  # characters of one word an error line quotes (a 5,000-digit --heads is cut)
@@ -90,7 +94,7 @@ def _in_click_echo(e: OSError) -> bool:
 class AttnGroup(TyperGroup):
     """Typer's group, with every failure reduced to one line and an exit code."""
 
-    def invoke(self, ctx):  # Click's Context, vendored by Typer or not
+    def invoke(self, ctx: Any) -> Any:
         from attncli.cli import notes
         from attncli.cli.emit import silence_stdout
         from attncli.cli.worker import on_interrupt, run_interruptibly
@@ -134,12 +138,20 @@ class AttnGroup(TyperGroup):
                    "(a bug in attn: ATTN_DEBUG=1 shows where; please report it)")
             raise typer.Exit(EXIT_INTERNAL) from None
 
-    def format_help(self, ctx, formatter) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.commands = LazyCommands()  # type: ignore[assignment]
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return list(COMMANDS)  # in the registry's order, not sorted
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
         from attncli.cli.helptext import format_group_help
 
         format_group_help(self, ctx, formatter, CLOSING)
 
-    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
+             standalone_mode: bool = True, **extra: Any) -> Any:
         try:
             result = super().main(
                 args=args, prog_name=prog_name or "attn", complete_var=complete_var,
@@ -207,21 +219,47 @@ completion for your shell: attn --install-completion (or --show-completion to
 see the script). On a terminal you get views; in a pipe, JSON."""
 
 
-def _register() -> None:
-    from attncli.cli.command import OnceCommand
-    from attncli.cli.commands import check, explain, grad, lookup, run, selfattn, softmax, trace
+# The commands, in the order help lists them: name -> module in attncli.cli.commands. A module is
+# imported only when its command runs or help lists it, so a command pays for no other's imports.
+COMMANDS: dict[str, str] = {
+    "run": "run",
+    "explain": "explain",
+    "softmax": "softmax",
+    "lookup": "lookup",
+    "self": "selfattn",
+    "trace": "trace",
+    "check": "check",
+    "grad": "grad",
+}
 
-    app.command("run", epilog=run.EXAMPLES, cls=OnceCommand)(run.run)
-    app.command("explain", epilog=explain.EXAMPLES, cls=OnceCommand)(explain.explain)
-    app.command("softmax", epilog=softmax.EXAMPLES, cls=softmax.NumbersCommand)(softmax.softmax)
-    app.command("lookup", epilog=lookup.EXAMPLES, cls=OnceCommand)(lookup.lookup)
-    app.command("self", epilog=selfattn.EXAMPLES, cls=OnceCommand)(selfattn.self_attention)
-    app.command("trace", epilog=trace.EXAMPLES, cls=OnceCommand)(trace.trace)
-    app.command("check", epilog=check.EXAMPLES, cls=OnceCommand)(check.check)
-    app.command("grad", epilog=grad.EXAMPLES, cls=OnceCommand)(grad.grad)
+
+class LazyCommands(Mapping[str, Any]):
+    """The group's commands as Click reads them (``group.commands``), each built when first asked for."""
+
+    def __getitem__(self, name: str) -> Any:
+        if name not in COMMANDS:
+            raise KeyError(name)
+        return command(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(COMMANDS)
+
+    def __len__(self) -> int:
+        return len(COMMANDS)
 
 
-_register()
+@functools.cache
+def command(name: str) -> Any:
+    """The Click command ``name``, built by Typer from its module's ``COMMAND``."""
+    import importlib
+
+    from attncli.cli.command import CommandSpec
+
+    spec: CommandSpec = importlib.import_module(f"attncli.cli.commands.{COMMANDS[name]}").COMMAND
+    single = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False, add_completion=False)
+    single.command(name, epilog=spec.examples, cls=spec.cls,
+                   context_settings={"help_option_names": ["-h", "--help"]})(spec.function)
+    return typer.main.get_command(single)
 
 
 def main() -> None:

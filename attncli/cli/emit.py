@@ -12,11 +12,14 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 from attncli.errors import AttnError, UsageError, file_error
 from attncli.output.writers import WRITERS, Emitted
 from attncli.text import printable
+
+if TYPE_CHECKING:
+    from attncli.cli.outputs import OutputFlags
 
 __all__ = ["MATRIX_FORMATS", "Emitted", "Format", "Result", "choose_format", "emit", "is_terminal"]
 
@@ -38,6 +41,7 @@ class Result:
     view: Any  # a Rich renderable for the terminal, or a function that builds it when needed
     matrices: dict[str, Emitted] = field(default_factory=dict)  # for --emit
     maps: Any = None  # the weights to draw (AttentionMaps, or a function that makes them): head view, figures
+    failure: AttnError | None = None  # raised once the result is written (attn check's disagreement, exit 3)
 
 
 def is_terminal() -> bool:
@@ -51,19 +55,12 @@ def choose_format(fmt: Format | None) -> Format:
     return Format(TABLE) if is_terminal() else Format(DATA)
 
 
-def emit(
-    result: Result,
-    fmt: Format | None,
-    which: str = "output",
-    *,
-    svg: str | None = None,
-    html: str | None = None,
-    png: str | None = None,
-    pdf: str | None = None,
-    title: str = "attn",
-) -> None:
+def emit(result: Result, flags: OutputFlags, title: str = "attn") -> None:
     """Save the pictures asked for, then write the result to stdout once, in
-    the chosen format (a picture error thus stops the command before output)."""
+    the chosen format (a picture error thus stops the command before output).
+    The command class calls this, once, with the command's output flags."""
+    fmt, svg, html, png, pdf = flags.fmt, flags.svg, flags.html, flags.png, flags.pdf
+    which = flags.emit or next(iter(result.matrices), "output")
     fmt = choose_format(fmt)
     table = fmt.value == TABLE
     if not table and not WRITERS[fmt.value].whole and which not in result.matrices:
@@ -189,7 +186,7 @@ def _terminal_width() -> int:
         return 80
 
 
-def _console():
+def _console() -> Any:
     """A terminal console; for an explicit ``--format table`` into a pipe, a
     plain one wide enough that nothing wraps or is cut, unless FORCE_COLOR asks
     for colours there (``FORCE_COLOR=1 attn … -f table | less -R``, as Rich

@@ -34,7 +34,7 @@ def check_attention(options: AttentionOptions, queries: list[str], n_k: int, ste
         note(f"{_queries(queries, empty)} may attend to no key ({_why(options)}): {whose} 0")
     if steps is None:
         return
-    rows, span = saturated_rows(steps.weights, steps.logits, steps.scores * (steps.scale / options.temperature))
+    rows, span = saturated_rows(steps.weights, steps.logits, steps.scaled)
     if len(rows):
         where = " in some head" if head_count > 1 else ""
         puts = "puts" if len(rows) == 1 else "put"

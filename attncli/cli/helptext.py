@@ -128,7 +128,7 @@ def write_parameters(command: Any, ctx: Any, formatter: Any) -> None:
 class AttnCommand(TyperCommand):
     """A Typer command whose --help attn writes itself (see the module)."""
 
-    def format_help(self, ctx, formatter) -> None:  # Click's Context and HelpFormatter, vendored or not
+    def format_help(self, ctx: Any, formatter: Any) -> None:  # Click's Context and HelpFormatter, vendored
         formatter.width = min(formatter.width or RULE_WIDTH, RULE_WIDTH)
         formatter.write_usage(ctx.command_path, usage(self, ctx))
         write_text(formatter, self.help)

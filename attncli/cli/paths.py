@@ -1,6 +1,12 @@
 """Output paths: checked once, before any work, so that attn never writes
 over one of its own inputs.
 
+Every parameter that names files is marked where it is declared, in its
+``Annotated`` alias: ``READS`` (and its variants) for inputs, ``WRITES`` for
+pictures. The command class every command uses (``cli/command.py``) finds
+the marks and calls ``guard`` before the command runs, so a new command, or a
+new file option, is protected without a line of its own: only the mark.
+
 An output path (``--svg``, ``--html``, any future ``-o``) is refused when it
 names an input of the same run: the same path, a symlink to it, or another
 name of the same file (a hard link, ``/dev/stdin`` fed from the file). It is
@@ -14,17 +20,85 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import IO, Any
 
-from attncli.cli.io import STDIN, source_name
+from attncli.cli.io import STDIN, check_stdin_once, source_name
 from attncli.errors import UsageError, file_error
 
 FileId = tuple[int, int]  # (device, inode): one file, whatever path names it
 
 
+def _named(value: Any) -> list[str]:
+    """The paths a value names: none, one, or a list of them."""
+    if value is None:
+        return []
+    return [os.fspath(v) for v in value] if isinstance(value, (list, tuple)) else [os.fspath(value)]
+
+
+@dataclass(frozen=True)
+class Reads:
+    """The mark of a parameter whose value names files the command reads
+    (``Annotated[str | None, typer.Option(...), READS]``); ``paths`` turns
+    the value into those files (a model folder -> the files in it)."""
+
+    paths: Callable[[Any], list[str]] = _named
+
+
+@dataclass(frozen=True)
+class Writes:
+    """The mark of a parameter whose value names a file the command writes (a picture)."""
+
+
+def is_file_name(text: str) -> bool:
+    """Is a text argument (``attn self``'s X or Z) a file rather than a
+    sentence? '-', an existing path, or one word that looks like a file name
+    (a / or an extension such as .csv), so that a mistyped file name is "no
+    such file", not an unknown word."""
+    import re
+
+    if text == STDIN or os.path.exists(text):
+        return True
+    if any(c.isspace() for c in text):
+        return False
+    return "/" in text or os.sep in text or re.search(r"[^.]\.[A-Za-z0-9]+$", text) is not None
+
+
+READS = Reads()  # file names (and '-' for stdin)
+READS_STDIN = Reads(lambda value: [STDIN] if STDIN in _named(value) else [])  # words, or '-' for stdin
+READS_IF_FILE = Reads(lambda value: [v for v in _named(value) if is_file_name(v)])  # a sentence or a file
+READS_MODEL = Reads(lambda value: model_files(value))  # a model folder or cached name ($ATTN_MODEL)
+WRITES = Writes()
+
+
+def path_roles(callback: Callable[..., Any]) -> dict[str, Reads | Writes]:
+    """Each parameter of a command that names files -> its mark, from the
+    command's annotations (the ``Annotated`` aliases its options are declared by)."""
+    import typing
+
+    hints = typing.get_type_hints(callback, include_extras=True)
+    roles = {}
+    for name, hint in hints.items():
+        marks = [m for m in getattr(hint, "__metadata__", ()) if isinstance(m, (Reads, Writes))]
+        if marks:
+            roles[name] = marks[0]
+    return roles
+
+
+def guard(roles: Mapping[str, Reads | Writes], values: Mapping[str, Any], flags: Mapping[str, str]) -> None:
+    """Before a command runs: stdin and pipes named once, and no output naming an input.
+    ``values``: the parameters' values by name; ``flags``: their option names (--svg)."""
+    inputs = [path for name, role in roles.items() if isinstance(role, Reads)
+              for path in role.paths(values.get(name))]
+    outputs = {flags[name]: values.get(name) for name, role in roles.items() if isinstance(role, Writes)}
+    check_stdin_once(inputs)
+    check_outputs(outputs, inputs)
+
+
 def check_outputs(outputs: Mapping[str, str | None], inputs: Iterable[str | os.PathLike[str] | None]) -> None:
-    """Refuse outputs (option -> path) that would write over an input, before any work.
+    """Refuse outputs (option -> path) that would write over an input, before any
+    work; stdout too, when it is an input's file (``>> q.csv``).
 
     ``inputs`` are the paths the command reads (``-`` is stdin); a path that
     does not exist is only compared by name.
@@ -63,15 +137,19 @@ def check_outputs(outputs: Mapping[str, str | None], inputs: Iterable[str | os.P
 
 
 def model_files(model: str | None) -> list[str]:
-    """The files of ``--model`` (a folder, a cached name, or $ATTN_MODEL) that
-    attn reads; [] when there is no such model (loading it says so)."""
-    if model is None and not os.environ.get("ATTN_MODEL"):
+    """The files of ``--model`` (a folder, a model file, a cached name, or
+    $ATTN_MODEL) that attn reads (``models.loading.read_files`` lists a
+    folder's); [] when there is no such model (loading it says so)."""
+    name = model or os.environ.get("ATTN_MODEL")
+    if not name:
         return []
+    if os.path.isfile(os.path.expanduser(name)):
+        return [os.path.expanduser(name)]
     from attncli.errors import AttnError
     from attncli.models.loading import find_model, read_files
 
     try:
-        return [str(path) for path in read_files(find_model(model))]
+        return [str(path) for path in read_files(find_model(name))]
     except AttnError:
         return []
 

@@ -16,12 +16,13 @@ if TYPE_CHECKING:
 
 
 def read_named(name: str, text: TextSettings, *, mask: bool = False, bias: bool = False,
-               bundle: bool | Iterable[str] = False, tensors: bool = False, finite: bool = True) -> Bundle:
+               bundle: bool | Iterable[str] = False, settings: Iterable[str] = (), tensors: bool = False,
+               finite: bool = True) -> Bundle:
     """What the input named ``name`` holds (``-`` is stdin), read as ``read_input`` reads."""
     from attncli.readers import read_input
 
-    result = read_input(open_input(name), mask=mask, bias=bias, bundle=bundle, text=text, tensors=tensors,
-                        finite=finite)
+    result = read_input(open_input(name), mask=mask, bias=bias, bundle=bundle, settings=settings, text=text,
+                        tensors=tensors, finite=finite)
     for choice in result.choices:
         where = f"{choice.source}:{choice.line}" if choice.line else choice.source
         note(f"{choice.message} ({setting_flag(choice.setting, choice.other)} {choice.other_reading})", where)

@@ -14,11 +14,12 @@ import difflib
 import enum
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from attncli.errors import AttnError
+from attncli.text import clip
 
 
 def given_on_command_line(ctx: Any, names: Iterable[str]) -> frozenset[str]:
@@ -59,29 +60,16 @@ class BundleSettings:
     def error(self, name: str, message: str) -> AttnError:
         return AttnError(f"{name}: {message}", source=self.source, line=self.lines.get(name))
 
-    def fill(self, current: dict[str, Any], annotations: dict[str, Any], given: frozenset[str],
-             check: Callable[[str, Any], None] | None = None,
-             converters: dict[str, Callable[[Any], Any]] | None = None) -> dict[str, Any]:
+    def fill(self, current: dict[str, Any], annotations: dict[str, Any], given: frozenset[str]) -> dict[str, Any]:
         """``current`` (parameter values) with this bundle's settings for the
         parameters in ``annotations`` not ``given`` on the command line, each
-        converted by its annotation (or by its own converter in ``converters``,
-        for a type such as window's "LEFT,RIGHT") and checked by ``check(name, value)``."""
+        converted by its annotation: its type and limits, or its parser (a
+        window's "LEFT,RIGHT" or [3, 0])."""
         result = dict(current)
         for name, value in self.values.items():
             if name not in annotations or name in given:
                 continue
-            try:
-                if name in (converters or {}) and value is not None:
-                    converted = (converters or {})[name](value)
-                else:
-                    converted = self.convert(name, value, annotations[name])
-                if check is not None:
-                    check(name, converted)
-            except AttnError as e:  # the message names the setting: "scale must be positive, got 0"
-                if e.source is not None:
-                    raise
-                raise AttnError(e.message, source=self.source, line=self.lines.get(name), hint=e.hint) from None
-            result[name] = converted
+            result[name] = self.convert(name, value, annotations[name])
         return result
 
     def convert(self, name: str, value: Any, annotation: Any) -> Any:
@@ -90,6 +78,13 @@ class BundleSettings:
         shown = f"{value:g}" if isinstance(value, float) else repr(value)
         if value is None:
             raise self.error(name, "a value is missing")
+        parse = getattr(getattr(limits, "parser", None), "parse", None)  # the option's own parser (cli/attention.py)
+        if parse is not None:
+            try:
+                return parse(value)
+            except AttnError as e:
+                raise AttnError(f"{name}: {e.message}", source=self.source, line=self.lines.get(name),
+                                hint=e.hint) from None
         if kind is bool:
             if not isinstance(value, bool):
                 raise self.error(name, f"expected true or false, found {shown}")
@@ -102,9 +97,12 @@ class BundleSettings:
         if kind in (int, float):
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise self.error(name, f"expected a number, found {shown}")
-            if kind is int and not float(value).is_integer():
+            if kind is int and isinstance(value, float) and not value.is_integer():
                 raise self.error(name, f"expected a whole number, found {shown}")
-            number = kind(value)
+            try:
+                number = kind(value)
+            except OverflowError:  # a whole number past float64's range (JSON keeps its digits)
+                raise self.error(name, f"{clip(shown)} is too large (float64 holds up to 1.8e308)") from None
             low, high = getattr(limits, "min", None), getattr(limits, "max", None)
             if (low is not None and number < low) or (high is not None and number > high):
                 bounds = f"at least {low}" if high is None else f"from {low} to {high}"

@@ -1,6 +1,7 @@
-"""The options that say how attention weights are shown — the view
-(numbers, compact, top keys), the colour scale, and the figures (PNG, PDF) —
-declared once, gathered into one ``ViewFlags`` by ``@view_options()``."""
+"""The options that say how attention weights are shown on a terminal — the
+view (numbers, compact, top keys) and the colour scale — declared once,
+gathered into one ``ViewFlags`` by ``@view_options()``. Pictures are outputs
+(``cli/outputs.py``)."""
 
 from __future__ import annotations
 
@@ -35,17 +36,6 @@ ScaleToMaxOption = Annotated[bool, typer.Option(
     "--scale-to-max",
     help="Run the colour scale from 0 to the largest weight shown, rather than from 0 to 1.",
 )]
-PngOption = Annotated[str | None, typer.Option(
-    "--png", metavar="FILE", show_default=False,
-    help="Also draw the weights as a PNG figure (one panel per head, labelled axes, a colour bar), "
-         "for papers and slides. Needs matplotlib: pip install 'attncli[plot]'.",
-)]
-PdfOption = Annotated[str | None, typer.Option(
-    "--pdf", metavar="FILE", show_default=False,
-    help="Also draw the weights as a PDF figure, as --png does (vector text and lines).",
-)]
-
-
 @dataclass
 class ViewFlags:
     """The view options as typed on the command line."""
@@ -53,8 +43,6 @@ class ViewFlags:
     view: View = View("auto")
     top: int | None = None
     scale_to_max: bool = False
-    png: str | None = None
-    pdf: str | None = None
 
     def style(self) -> ViewStyle:
         """The output layer's ViewStyle; --top K means the top view."""
@@ -75,8 +63,6 @@ VIEW_OPTIONS: dict[str, tuple[Any, Any]] = {
     "view": (ViewOption, View("auto")),
     "top": (TopOption, None),
     "scale_to_max": (ScaleToMaxOption, False),
-    "png": (PngOption, None),
-    "pdf": (PdfOption, None),
 }
 
 

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from attncli.cli.notes import note
 from attncli.errors import UsageError
 from attncli.text import noun
 
+if TYPE_CHECKING:
+    from attncli.vectors.table import WordVectors
 
-def word_vectors(path: str | None, words_file: str | None, texts: list[str]):
+
+
+def word_vectors(path: str | None, words_file: str | None, texts: list[str]) -> WordVectors:
     """The bundled table, or the user's file read only as far as these words need."""
     from attncli.vectors.table import load_default, phrase_words
 

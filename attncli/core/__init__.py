@@ -1,6 +1,7 @@
 """The maths of attention in numpy: no files, no Typer, no Rich.
 
-options.py    AttentionOptions: every setting of one call
+options.py    AttentionOptions: every setting of one call (Rope and RopeScaling among them)
+positions.py  where tokens sit: RoPE and its scalings' frequencies, ALiBi, causal and windows
 logits.py     inputs checked once; scores; ``combine``, the one place options act
 reference.py  softmax and attention written as the equation, keeping every step
 kernel.py     the blocked online-softmax kernel (an implementation choice)

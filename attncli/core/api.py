@@ -46,7 +46,11 @@ def attention(
     gives [d_v] and [n_k] weights, and scalar values [n_k] give one number
     per query. Settings come as ``AttentionOptions`` or as its keywords
     (``scale``, ``temperature``, ``similarity``, ``causal`` = True or an
-    alignment, ``mask`` boolean/0-1 or additive, ``bias``).
+    alignment, ``mask`` boolean/0-1 or additive, ``bias``, and the variants:
+    ``softcap``, ``window``, ``alibi``, ``alibi_slopes``, ``sinks``, and
+    ``rope``, a style name or a ``Rope``, which may carry a ``RopeScaling``:
+    ``rope=Rope("neox", theta=500000, scaling=RopeScaling("llama3", factor=8,
+    original_max_position_embeddings=8192, low_freq_factor=1, high_freq_factor=4))``).
 
     ``implementation``: "reference" (``reference``, every step held whole),
     "blocked" (the kernel: the weights are never held whole, every core is

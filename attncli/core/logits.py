@@ -16,8 +16,7 @@ from attncli.core.positions import (
     alibi_slopes,
     band_allowed,
     distance,
-    query_positions,
-    rotate,
+    rotate_qk,
 )
 from attncli.errors import AttnError, ShapeError, UsageError
 from attncli.text import plural
@@ -198,10 +197,12 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
 
 
 def _rotated(q: np.ndarray, k: np.ndarray, options: AttentionOptions) -> tuple[np.ndarray, np.ndarray]:
-    """Q and K rotated by their positions (RoPE): keys at 0..n_k−1, queries at offset + i."""
+    """Q and K rotated by their positions (RoPE): keys at 0..n_k−1, queries at offset + i;
+    with a scaling's attention factor, cos and sin (and so Q and K, and the score bound
+    made from them) are multiplied by it."""
     rope = options.rope
     assert rope is not None
-    d_k, n_q, n_k = q.shape[-1], q.shape[-2], k.shape[-2]
+    d_k = q.shape[-1]
     if rope.dim is not None and rope.dim > d_k:
         raise ShapeError(f"rope dim is {rope.dim} but Q and K have d_k = {d_k}",
                          hint="rotate at most every feature of a head")
@@ -209,7 +210,7 @@ def _rotated(q: np.ndarray, k: np.ndarray, options: AttentionOptions) -> tuple[n
         raise ShapeError(f"RoPE rotates features in pairs, but d_k = {d_k} is odd",
                          hint="give an even rope dim of at most d_k")
     with np.errstate(over="ignore", invalid="ignore"):
-        return rotate(q, query_positions(n_q, n_k, rope), rope), rotate(k, np.arange(n_k), rope)
+        return rotate_qk(q, k, rope)
 
 
 def _per_head(what: str, values: np.ndarray, lead: tuple[int, ...]) -> np.ndarray:
@@ -261,8 +262,8 @@ def product(qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0
         return qb @ np.swapaxes(kb, -1, -2)  # [..., r, d_k] @ [..., d_k, c] -> [..., r, c]
 
 
-def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
-            cols: slice = EVERYTHING, inside: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING,
+            inside: bool = False, stages: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
     """Apply the options to scaled scores (scale · q·k / temperature), in place.
 
     [..., r, c] -> logits [..., r, c] and allowed [..., r, c] bool (None when
@@ -271,6 +272,8 @@ def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
     attend. ``rows`` and ``cols`` say which block of the n_q × n_k matrix this is;
     ``inside`` says the caller knows it lies wholly inside the causal triangle
     and the window (``kernel.key_range``), so neither is worked out.
+    ``stages``, when given, keeps a copy of the logits after each step that
+    is a setting's own (by the setting's name: "softcap"), for explaining.
     """
     if not p.cannot_overflow:
         check_scores(logits)
@@ -279,6 +282,8 @@ def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING,
     if options.softcap is not None:
         cap = float(options.softcap)  # softcap · tanh(logits / softcap): smooth, within ±softcap
         np.multiply(np.tanh(np.divide(logits, cap, out=logits), out=logits), cap, out=logits)
+        if stages is not None:
+            stages["softcap"] = logits.copy()
     if p.bias is not None:
         logits += _cut(p.bias, rows, cols)
     if p.alibi is not None:  # −slope · |i + n_k − n_q − j|, one slope per query head

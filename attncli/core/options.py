@@ -1,16 +1,22 @@
-"""AttentionOptions: every setting of one attention call, typed, in one place.
+"""AttentionOptions: every setting of one attention call, typed, in one place,
+and how each is said (``SAYINGS``: its words in a header, its JSON field, its
+sentence in ``attn explain``).
 
-The core takes these; every command builds them (``attncli.cli.options``).
-To add a setting: a field here, its step in ``logits.combine`` (the one
-function that turns scores into logits), and one CLI option alias.
+The core takes these; every command builds them (``attncli.cli.attention``).
+To add a setting: a field here and its saying, its step in ``logits.combine``
+(the one function that turns scores into logits), and one field of the
+CLI's ``AttentionFlags``. RoPE's own settings are ``rope.py``'s.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from attncli.core.checks import check_positive, is_int
+from attncli.core.rope import Rope
 from attncli.errors import AttnError, UsageError
 
 if TYPE_CHECKING:  # numpy is imported where arrays are checked: the CLI's help needs only the names
@@ -18,42 +24,12 @@ if TYPE_CHECKING:  # numpy is imported where arrays are checked: the CLI's help 
 
 Similarity = Literal["dot", "cosine"]
 CausalAlign = Literal["top-left", "bottom-right"]
-RopeStyle = Literal["neox", "gptj"]
 # The Python API's ``causal=``: False, True (= "top-left"), or an alignment.
 Causal = bool | CausalAlign
 
 SIMILARITIES: tuple[Similarity, ...] = ("dot", "cosine")
 CAUSAL_ALIGNS: tuple[CausalAlign, ...] = ("top-left", "bottom-right")
-ROPE_STYLES: tuple[RopeStyle, ...] = ("neox", "gptj")
 UNBOUNDED = -1  # a window side of -1 has no limit (FlashAttention's window_size)
-
-
-@dataclass(frozen=True)
-class Rope:
-    """Rotary position embedding: Q and K rotated by their positions before q·k.
-
-    Feature pairs of the first ``dim`` features of each head turn by the angle
-    position · theta^(−2i/dim), i = 0 .. dim/2 − 1. ``neox`` pairs feature i
-    with i + dim/2 (``rotate_half``: Hugging Face LLaMA, GPT-NeoX); ``gptj``
-    pairs 2i with 2i + 1 (GPT-J, Meta's complex form). Keys sit at positions
-    0 .. n_k − 1; queries at offset + i, the offset defaulting to n_k − n_q
-    (new tokens after cached ones).
-    """
-
-    style: RopeStyle = "neox"
-    theta: float = 10000.0  # the base of the frequencies
-    dim: int | None = None  # rotate only the first ``dim`` features of each head (Pythia/NeoX); None: all
-    offset: int | None = None  # the position of the first query; None: n_k − n_q
-
-    def __post_init__(self) -> None:
-        if self.style not in ROPE_STYLES:
-            raise UsageError(f"unknown rope style {self.style!r}", hint="use neox or gptj")
-        check_positive("rope theta", self.theta)
-        if self.dim is not None and (not _is_int(self.dim) or self.dim < 2 or self.dim % 2):
-            raise UsageError(f"rope dim must be a positive even number, got {self.dim}",
-                             hint="features are rotated in pairs")
-        if self.offset is not None and not _is_int(self.offset):
-            raise UsageError(f"rope offset must be a whole number, got {self.offset}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -156,12 +132,6 @@ class AttentionOptions:
 VARIANTS = frozenset({"softcap", "window", "alibi", "alibi_slopes", "rope", "sinks"})
 
 
-def check_positive(name: str, value: float | None) -> None:
-    """None passes (a default applies); anything else must be finite and > 0."""
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise UsageError(f"{name} must be a positive finite number, got {value}")
-
-
 def split_mask(mask: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     """Read a mask of the Python API as (allowed, bias).
 
@@ -209,12 +179,6 @@ def _additive_bias(bias: np.ndarray) -> np.ndarray:
     return bias
 
 
-def _is_int(value: Any) -> bool:
-    import numbers
-
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _window(window: Any) -> tuple[int, int]:
     """(left, right), each a whole number ≥ −1 (−1: unbounded on that side)."""
     try:
@@ -222,7 +186,7 @@ def _window(window: Any) -> tuple[int, int]:
     except (TypeError, ValueError):
         raise UsageError(f"a window is (left, right), got {window!r}") from None
     for side, n in (("left", left), ("right", right)):
-        if not _is_int(n) or n < UNBOUNDED:
+        if not is_int(n) or n < UNBOUNDED:
             raise UsageError(f"the window's {side} side must be a whole number ≥ -1, got {n}",
                              hint="-1 means unbounded on that side")
     return int(left), int(right)
@@ -239,3 +203,142 @@ def _per_head(what: str, values: Any) -> np.ndarray:
     if not np.isfinite(values.astype(np.float64)).all():
         raise AttnError(f"{what} must be finite numbers")
     return values
+
+
+# --- how each setting is said: in a header, in JSON, in attn explain ----------------------------------
+
+
+@dataclass(frozen=True)
+class Call:
+    """What saying a setting needs to know of the call it is in."""
+
+    d_k: int  # a head's width
+    n_q: int = 1
+    n_k: int = 1
+    heads: int = 1  # query heads
+
+
+@dataclass(frozen=True)
+class Said:
+    """One setting as attn says it: its JSON field and value (None: not in
+    JSON), its words in a header (None: not named there) and its sentence in
+    explain (None: none)."""
+
+    field: str
+    data: Any
+    words: str | None = None
+    explain: str | None = None
+
+
+def said(options: AttentionOptions, call: Call) -> list[Said]:
+    """Every setting in force, in the order it acts (``SAYINGS``)."""
+    return [s for say in SAYINGS if (s := say(options, call)) is not None]
+
+
+def _say_scale(o: AttentionOptions, c: Call) -> Said:
+    scale = o.scale_for(c.d_k)
+    if o.scale is not None:
+        return Said("scale", scale, f"scale {scale:g}", f"The scores are multiplied by {scale:g}, the scale given.")
+    if o.similarity == "cosine":
+        return Said("scale", scale, "cosine similarity · scale 1",
+                    "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1).")
+    return Said("scale", scale, f"scale 1/√{c.d_k} = {scale:.4g}",
+                f"The scores are multiplied by 1/√d_k = 1/√{c.d_k} = {scale:.4g}: the more numbers a dot product "
+                "adds up (d_k of them), the wider its values spread, and scaling keeps softmax from piling all "
+                "the weight on one key.")
+
+
+def _say_temperature(o: AttentionOptions, c: Call) -> Said:
+    t = o.temperature
+    return Said("temperature", t, None if t == 1 else f"temperature {t:g}", None if t == 1 else
+                f"Then they are divided by the temperature {t:g}, which {'flattens' if t > 1 else 'sharpens'} "
+                "the weights.")
+
+
+def _say_similarity(o: AttentionOptions, c: Call) -> Said:
+    return Said("similarity", o.similarity)
+
+
+def _say_rope(o: AttentionOptions, c: Call) -> Said | None:
+    rope = o.rope
+    if rope is None:
+        return None
+    dim = rope.dim or c.d_k
+    start = c.n_k - c.n_q if rope.offset is None else rope.offset
+    extra = [f"θ {rope.theta:g}"] + ([f"{rope.features} {rope.dim} dims"] if rope.dim else []) + (
+        [f"queries from position {rope.offset}"] if rope.offset is not None else []) + (
+        [f"{rope.scaling.kind} scaling"] if rope.scaling is not None else [])
+    pairs = (f"feature i with feature i + {dim // 2} (rotate_half)" if rope.style == "neox"
+             else "features 2i and 2i + 1 (interleaved)")
+    turned = "the first" if rope.features == "first" else "the last"
+    rest = f" Only {turned} {dim} of the {c.d_k} features turn." if dim < c.d_k else ""
+    scaled = "" if rope.scaling is None else (
+        f" The frequencies are {rope.scaling.kind}-scaled (factor {rope.scaling.factor:g})."
+        if rope.scaling.factor is not None else f" The frequencies are {rope.scaling.kind}-scaled.")
+    data: dict[str, Any] = {"style": rope.style, "theta": rope.theta, "dim": rope.dim, "offset": rope.offset}
+    if rope.features != "first":
+        data["features"] = rope.features
+    if rope.scaling is not None:
+        data["scaling"] = {k: v for k, v in vars(rope.scaling).items() if v is not None}
+    return Said("rope", data, f"RoPE {rope.style} ({', '.join(extra)})",
+                f"Each pair of features turns by the angle position · {rope.theta:g}^(−2i/{dim}); {rope.style} "
+                f"pairs {pairs}.{rest}{scaled} Keys sit at positions 0 to {c.n_k - 1}, queries at {start} to "
+                f"{start + c.n_q - 1}, so a score depends on how far apart the two are.")
+
+
+def _say_softcap(o: AttentionOptions, c: Call) -> Said | None:
+    cap = o.softcap
+    if cap is None:
+        return None
+    return Said("softcap", cap, f"softcap {cap:g}", f"Each scaled score x becomes {cap:g} · tanh(x / {cap:g}): "
+                f"about x when small, never beyond ±{cap:g} (Gemma 2).")
+
+
+def _say_alibi(o: AttentionOptions, c: Call) -> Said | None:
+    if not o.uses_alibi:
+        return None
+    from attncli.core.positions import alibi_slopes
+
+    slopes = alibi_slopes(c.heads) if o.alibi_slopes is None else o.alibi_slopes
+    return Said("alibi_slopes", slopes, "ALiBi" + (" (own slopes)" if o.alibi_slopes is not None else ""),
+                "ALiBi adds −m·|i + n_k − n_q − j| to each score: the farther the key from the query, the lower "
+                "its score (m is this head's slope).")
+
+
+def _say_window(o: AttentionOptions, c: Call) -> Said | None:
+    if o.window is None:
+        return None
+    from attncli.core.positions import band
+
+    left, right = o.window
+    lo, hi = band(c.n_q, c.n_k, None, o.window)  # a side past every key is open
+
+    def end(bound: int | None, open_end: str) -> str:
+        return open_end if bound is None else "i" if bound == 0 else f"i {'+' if bound > 0 else '−'} {abs(bound)}"
+
+    return Said("window", list(o.window), f"window {left},{right}",
+                f"The window ({left},{right}) lets query i see keys {end(lo, '0')} to {end(hi, 'the last')}.")
+
+
+def _say_causal(o: AttentionOptions, c: Call) -> Said:
+    return Said("causal", o.causal or False, None if o.causal is None else f"causal ({o.causal})",
+                None if o.causal is None else "Causal: each query sees only the keys up to its own position.")
+
+
+def _say_bias(o: AttentionOptions, c: Call) -> Said | None:
+    return None if o.bias is None else Said(
+        "bias", None, None, "The bias adds its numbers to the scaled scores; −∞ there forbids a pair too.")
+
+
+def _say_sinks(o: AttentionOptions, c: Call) -> Said | None:
+    return None if o.sinks is None else Said(
+        "sinks", o.sinks, "sinks", "Softmax turns each row into weights e^x / (Σ e^x + e^s), where s is the head's "
+        "sink: a logit with no key and no value that takes its share of the denominator (gpt-oss). So each row "
+        "sums to less than 1, and a query that finds no good key can give little weight to all of them.")
+
+
+# Each setting's saying, in the order the settings act (the order of ``logits.combine``).
+SAYINGS: tuple[Callable[[AttentionOptions, Call], Said | None], ...] = (
+    _say_scale, _say_temperature, _say_similarity, _say_rope, _say_softcap, _say_bias, _say_alibi, _say_window,
+    _say_causal, _say_sinks,
+)

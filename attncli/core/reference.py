@@ -25,11 +25,14 @@ class Steps:
 
     scores: np.ndarray  # [..., n_q, n_k] q·k (or cosine) before scaling
     scale: float  # what the scores were multiplied by
-    logits: np.ndarray  # [..., n_q, n_k] softcap(scores · scale / temperature) + bias + ALiBi; −inf = forbidden
+    scaled: np.ndarray  # [..., n_q, n_k] scores · scale / temperature
+    capped: np.ndarray | None  # [..., n_q, n_k] softcap(scaled); None without a soft-cap
+    logits: np.ndarray  # [..., n_q, n_k] softcap(scaled) + bias + ALiBi; −inf = forbidden
     allowed: np.ndarray | None  # [..., n_q, n_k] bool, None when nothing is forbidden
     weights: np.ndarray  # [..., n_q, n_k] softmax of the logits; each row sums to 1 (or 0; < 1 with sinks)
     output: np.ndarray  # [..., n_q, d_v] weights V
-    rotated: tuple[np.ndarray, np.ndarray] | None = None  # RoPE(Q) [..., H_q, n_q, d_k], RoPE(K) [..., H_kv, n_k, d_k]
+    # RoPE(Q) [..., H_q, n_q, d_k], RoPE(K) [..., H_kv, n_k, d_k] (times a RoPE scaling's attention factor)
+    rotated: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None) -> np.ndarray:
@@ -67,15 +70,18 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     qk = scores(p)  # [..., n_q, n_k] q·k
     with np.errstate(over="ignore"):  # an overflow is combine's to report, in one line
         scaled = qk * np.asarray(p.factor, dtype=qk.dtype)  # [..., n_q, n_k] q·k · scale / temperature
-    logits, allowed = combine(scaled, p)  # [..., n_q, n_k] soft-capped, + bias, −inf where forbidden
+    stages: dict[str, np.ndarray] = {}
+    logits, allowed = combine(scaled.copy(), p, stages=stages)  # [..., n_q, n_k] soft-capped, + bias, −inf
     weights = softmax(logits, sink=p.sinks)  # [..., n_q, n_k] each row sums to 1 (0 if all forbidden, < 1 with sinks)
     with np.errstate(over="ignore", invalid="ignore"):
         output = weights @ p.v  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v]
     check_output(output)
     if allowed is not None:
         allowed = np.broadcast_to(allowed, logits.shape)
-    qk, logits, weights, output = (p.ungroup(x) for x in (qk, logits, weights, output))
+    qk, scaled, logits, weights, output = (p.ungroup(x) for x in (qk, scaled, logits, weights, output))
+    capped = p.ungroup(stages["softcap"]) if "softcap" in stages else None
     rotated = None
     if p.options.rope is not None:  # Q and K as they met: rotated, K without the grouping axis
         rotated = (p.ungroup(p.q), p.k[..., 0, :, :] if p.group > 1 else p.k)
-    return Steps(qk, p.scale, logits, None if allowed is None else p.ungroup(allowed), weights, output, rotated)
+    return Steps(qk, p.scale, scaled, capped, logits, None if allowed is None else p.ungroup(allowed), weights,
+                 output, rotated)

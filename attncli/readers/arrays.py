@@ -10,8 +10,11 @@ of float32 or float64.
 from __future__ import annotations
 
 import io
+import math
+import os
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, BinaryIO
 
 from attncli.errors import AttnError
 from attncli.readers.base import (
@@ -22,10 +25,12 @@ from attncli.readers.base import (
     Request,
     check_distinct,
     checked_labels,
+    entry_key,
     first_bad,
     not_finite,
 )
 from attncli.readers.limits import check_fits_in_memory
+from attncli.text import clip
 
 NPY_MAGIC = b"\x93NUMPY"
 NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive; the second is an empty one
@@ -33,7 +38,7 @@ NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive; the second is an em
 
 def read_npy(source: Input, request: Request) -> Bundle:
     """One matrix from an NPY array: memory-mapped from a file when it holds floats."""
-    array = map_npy(source.path) if source.mappable and source.path is not None else None
+    array = map_npy(source.path, source.name) if source.mappable and source.path is not None else None
     if array is None:
         array = load_npy(source.data(), source.name)
     return Bundle.of(matrix_from_array(array, source.name, "", request))
@@ -51,9 +56,11 @@ def read_npz(source: Input, request: Request) -> Bundle:
     arrays = _load_npz(source.data(), source.name)
     if request.is_bundle(arrays):
         check_distinct(arrays, source.name)
-        settings = {name: array for name, array in arrays.items() if array.ndim == 0}
+        settings = {name: array for name, array in arrays.items()
+                    if array.ndim == 0 or entry_key(name) in request.settings}
         bundle = _arrays_bundle({n: a for n, a in arrays.items() if n not in settings}, source.name, request.entry)
-        bundle.meta = {name: array.item() for name, array in settings.items()}
+        bundle.meta = {name: utf8(a.item(), source.name, name) if a.dtype.kind == "S" else a.tolist()
+                       for name, a in settings.items()}
         return bundle
     bundle = _arrays_bundle(arrays, source.name, lambda name: request)
     if len(bundle.matrices) != 1:
@@ -69,6 +76,7 @@ def load_npy(data: bytes, source: str) -> Any:
     if not data.startswith(NPY_MAGIC):
         raise AttnError("is not an NPY file (it does not start with \\x93NUMPY)", source=source,
                         hint="name CSV/YAML/JSON files by their extension")
+    npy_header(io.BytesIO(data), len(data), source)
     try:
         return np.load(io.BytesIO(data), allow_pickle=False)
     except Exception as e:  # numpy's errors for damaged bytes vary: ValueError, TokenError, ...
@@ -76,34 +84,109 @@ def load_npy(data: bytes, source: str) -> Any:
 
 
 def unreadable(e: Exception, source: str, what: str) -> AttnError:
-    """One line for whatever numpy or zipfile raised on bytes they could not read."""
+    """One line for whatever numpy or zipfile raised on bytes they could not read
+    (their own words in parentheses: tests match attn's words before them)."""
     if isinstance(e, AttnError):
         return e
-    if "allow_pickle" in str(e):
-        return AttnError("holds Python objects (pickled data), which attn never loads",
-                         source=source, hint="save a float array: np.save(f, a.astype(float))")
+    if "allow_pickle" in str(e):  # an object array in an NPY format npy_header leaves to numpy (3.0)
+        return pickled(source)
     if isinstance(e, MemoryError):
         return AttnError("is too large to load into memory", source=source)
     detail = (str(e).splitlines() or [""])[0] or type(e).__name__
     return AttnError(f"{what} ({detail})", source=source)
 
 
-def map_npy(path: str) -> Any:
+def pickled(source: str) -> AttnError:
+    return AttnError("holds Python objects (pickled data), which attn never loads",
+                     source=source, hint="save a float array: np.save(f, a.astype(float))")
+
+
+@dataclass(frozen=True)
+class NpyHeader:
+    """What an NPY header declares, and how many bytes it takes."""
+
+    shape: tuple[int, ...]
+    dtype: Any  # np.dtype
+    offset: int  # bytes from the magic to the data
+
+
+def npy_header(f: BinaryIO, size: int, source: str, where: str = "") -> NpyHeader | None:
+    """The header of the NPY array that ``f`` (``size`` bytes from where it
+    stands) starts with, checked against the data that follows: a declared
+    shape that the bytes do not hold (truncated, or a header claiming 10¹²×10¹²
+    over a few bytes, which numpy's mmap and reshape overflow on) or bytes past
+    the array (two arrays saved into one file) are refused in attn's words,
+    as are object arrays (pickles), before numpy reads any data.
+
+    None where it is not an NPY header numpy's public functions read (no
+    magic, a damaged header, format 3.0): numpy's own reading then says what
+    is wrong. ``f`` is left anywhere: the caller seeks back if it reads on.
+    """
+    import numpy as np
+
+    fmt = np.lib.format
+    prefix = f"{where}: " if where else ""
+    start = f.tell()
+    try:
+        version = fmt.read_magic(f)  # ValueError without the magic
+        read = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
+        if read is None:
+            return None
+        shape, _, dtype = read(f)
+    except Exception:  # not NPY, or a damaged header: numpy's reading says how
+        return None
+    header = NpyHeader(tuple(shape), dtype, f.tell() - start)
+    if dtype.hasobject:
+        raise pickled(source)
+    declared = "×".join(map(str, header.shape)) or "0-D"
+    if any(n < 0 for n in header.shape):
+        raise AttnError(f"{prefix}its NPY header declares the shape {declared}, which no array has",
+                        source=source, hint="the file is damaged")
+    needed = math.prod(header.shape) * dtype.itemsize  # Python ints: no overflow
+    held = size - header.offset
+    if needed > held:
+        raise AttnError(f"{prefix}its NPY header declares {declared} {dtype} values ({needed:,} bytes), "
+                        f"but {held:,} bytes of data follow it", source=source,
+                        hint="the file is truncated or damaged")
+    if needed < held:
+        raise AttnError(f"{prefix}{held - needed:,} bytes follow the {declared} {dtype} array its NPY header "
+                        "declares", source=source,
+                        hint="an NPY file holds one array: save several in an NPZ archive with np.savez")
+    return header
+
+
+def check_npy_stream(f: BinaryIO, source: str) -> NpyHeader | None:
+    """``npy_header`` of a seekable stream from where it stands, which it is left at."""
+    start = f.tell()
+    size = f.seek(0, os.SEEK_END) - start
+    f.seek(start)
+    try:
+        return npy_header(f, size, source)
+    finally:
+        f.seek(start)
+
+
+def map_npy(path: str, source: str) -> Any:
     """A float NPY file memory-mapped (read-only), or None to read it as bytes.
 
     Mapping keeps a K or V larger than memory on disk: the kernel reads it one
     block at a time. Only plain float arrays are mapped; anything else (object
     arrays, damaged files, other dtypes) returns None, so that ``load_npy``
-    reports it with the usual message.
+    reports it with the usual message. A header that does not match the
+    file's size is refused here (``npy_header``), before numpy maps it.
     """
     import numpy as np
 
     try:
         with open(path, "rb") as f:
-            if f.read(len(NPY_MAGIC)) != NPY_MAGIC:
-                return None
+            header = check_npy_stream(f, source)
+    except OSError:
+        return None
+    if header is None or header.dtype.kind != "f":
+        return None
+    try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError, EOFError, SyntaxError):
+    except (OSError, ValueError, EOFError, SyntaxError, OverflowError, MemoryError):
         return None
     return array if isinstance(array, np.memmap) and array.dtype.kind == "f" else None
 
@@ -116,6 +199,7 @@ def _load_npz(data: bytes, source: str) -> dict[str, Any]:
         archive = np.load(io.BytesIO(data), allow_pickle=False)
         if any(name.endswith("data.pkl") for name in archive.files):
             raise pytorch_file(source)
+        check_npz(archive, source)
         check_fits_in_memory(sum(info.file_size for info in archive.zip.infolist()), source, "its arrays expand to")
         arrays = {name: archive[name] for name in archive.files}
         for name, array in arrays.items():
@@ -126,6 +210,43 @@ def _load_npz(data: bytes, source: str) -> dict[str, Any]:
     return arrays
 
 
+def check_npz(archive: Any, source: str) -> None:
+    """Refuse an NPZ archive (numpy's ``NpzFile``) that names an array twice (a
+    zip may hold a member name twice, or both ``q`` and ``q.npy``, and numpy
+    reads one of them without a word), or whose NPY members' headers do not
+    match their data (``npy_header``)."""
+    seen: dict[str, str] = {}
+    for member in archive.zip.namelist():
+        name = member[:-4] if member.endswith(".npy") else member
+        if name in seen:
+            first = seen[name]
+            which = f"the member {member!r} twice" if first == member else f"the members {first!r} and {member!r}"
+            raise AttnError(f"holds two arrays named {name!r}: {which}", source=source,
+                            hint="numpy would read only one of them: save each name once")
+        seen[name] = member
+    for info in archive.zip.infolist():
+        name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
+        with archive.zip.open(info) as f:
+            npy_header(f, info.file_size, source, name)
+
+
+def label_strings(array: Any, source: str, what: str) -> list[str]:
+    """The names in a 1-D array of strings: numpy's str (``U``) as they are,
+    bytes (``S``, as h5py and older numpy code write them) decoded as UTF-8."""
+    if array.dtype.kind == "U":
+        return [str(s) for s in array.tolist()]
+    return [utf8(raw, source, f"{what} entry {i + 1}") for i, raw in enumerate(array.tolist())]
+
+
+def utf8(raw: bytes, source: str, what: str) -> str:
+    """A byte string from an array as text: UTF-8, or refused naming it."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise AttnError(f"{what} is not UTF-8 text: {clip(repr(raw))}", source=source,
+                        hint="byte strings are read as UTF-8: save them as str, or encode them as UTF-8") from None
+
+
 def _arrays_bundle(arrays: dict[str, Any], source: str, request_for: Callable[[str], Request]) -> Bundle:
     """The arrays of an archive as matrices, named by their ``_labels`` and ``_columns`` arrays."""
     names = {}
@@ -134,7 +255,7 @@ def _arrays_bundle(arrays: dict[str, Any], source: str, request_for: Callable[[s
         if kind in ("labels", "columns") and base in arrays:
             if array.dtype.kind not in "US" or array.ndim != 1:
                 raise AttnError(f"{name} must be a 1-D array of strings", source=source)
-            names[base, kind] = [str(s) for s in array.tolist()]
+            names[base, kind] = label_strings(array, source, name)
     bundle = Bundle({})
     for name, array in arrays.items():
         if name.rpartition("_")[2] in ("labels", "columns") and name.rpartition("_")[0] in arrays:

@@ -185,6 +185,7 @@ class Request:
     text: TextSettings = TextSettings()  # how to read CSV/TSV/text
     bundle: bool = False  # named matrices (q, k, v, ...), never one matrix
     bundle_if: frozenset[str] = frozenset()  # else: named matrices when it has one of these entries (any case)
+    settings: frozenset[str] = frozenset()  # a bundle's entries that are settings even when lists (window: [3, 0])
     tensors: bool = False  # any rank ≥ 2 ([..., rows, cols]) in the stored float dtype (NPY, NPZ, safetensors)
     finite: bool = True  # refuse NaN and infinities (a kernel's output under check may hold them)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from attncli.readers import arrays, tensors, text, trees
-from attncli.readers.base import BY_FILE, Bundle, Input, Matrix, NotABundle, Request, TextSettings
+from attncli.readers.base import BY_FILE, Bundle, Input, Matrix, NotABundle, Request, TextSettings, entry_key
 from attncli.readers.encodings import head_text
 from attncli.readers.foreign import refuse_foreign
 from attncli.readers.layout import is_comment, sep_line
@@ -56,6 +56,7 @@ def read_input(
     mask: bool = False,
     bias: bool = False,
     bundle: bool | Iterable[str] = False,
+    settings: Iterable[str] = (),
     text: TextSettings = BY_FILE,
     tensors: bool = False,
     finite: bool = True,
@@ -71,13 +72,15 @@ def read_input(
     where the file could be read two ways. ``tensors`` accepts arrays of any
     rank ≥ 2 in their stored float dtype (NPY, NPZ, safetensors);
     ``finite=False`` lets NaN and infinities through (NPY, NPZ, safetensors).
-    ``fmt`` overrides the detected format.
+    ``settings`` names a bundle's entries that are settings whatever they
+    hold (``window: [3, 0]`` is kept in ``meta`` as [3, 0], not read as a
+    matrix). ``fmt`` overrides the detected format.
     """
     src = Input.of(source, name)
     form = FORMATS[fmt] if fmt else detect(src)
     names = frozenset() if isinstance(bundle, bool) else frozenset(n.lower() for n in bundle)
     request = Request(mask=mask, bias=bias, bundle=bundle is True, bundle_if=names, text=text, tensors=tensors,
-                      finite=finite)
+                      finite=finite, settings=frozenset(entry_key(name) for name in settings))
     if request.bundle and not form.bundles:
         holders = "/".join(f.name.upper() for f in FORMATS.values() if f.bundles)
         raise NotABundle(f"a {form.name.upper()} file holds one matrix, not a bundle", source=src.name,

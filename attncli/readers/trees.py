@@ -4,6 +4,7 @@ guesses, tags or alias bombs, with the line of each problem."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from attncli.readers.base import (
     check_distinct,
     checked_labels,
     decode_text,
+    entry_key,
     first_bad,
     not_finite,
 )
@@ -27,6 +29,8 @@ from attncli.text import clip, parse_number, plural
 MAX_DEPTH = 8  # a bundle of labelled matrices is at most 4 deep
 DEPTH_HINT = f"a matrix needs at most {MAX_DEPTH} levels of lists and mappings"
 SPEC_KEYS = {"rows", "labels", "columns", "divide"}
+YAML_TAG = "tag:yaml.org,2002:"  # what !! stands for
+NUMBER_TAGS = {YAML_TAG + "int", YAML_TAG + "float"}
 
 
 def read_yaml(source: Input, request: Request) -> Bundle:
@@ -68,10 +72,10 @@ def read_tree(source: Input, request: Request, fmt: str) -> Bundle:
             line = line_of(entry)
             if line is not None:
                 bundle.lines[name] = line
-            if isinstance(entry, (list, dict)):
+            if isinstance(entry, (list, dict)) and entry_key(name) not in request.settings:
                 bundle.matrices[name] = matrix_from_tree(entry, source.name, name, request.entry(name))
             else:
-                bundle.meta[name] = entry.value() if isinstance(entry, Scalar) else entry
+                bundle.meta[name] = plain(entry)
         check_distinct(tree, source.name, bundle.lines)
         return bundle
     if request.bundle:
@@ -89,17 +93,38 @@ class _Map(dict):
 
 
 class Scalar:
-    """A YAML scalar as written (we parse numbers ourselves: no YAML 1.1 traps)."""
+    """A YAML scalar as written (we parse numbers ourselves: no YAML 1.1 traps).
+
+    ``tagged``: the explicit tag (``!!str 2``, ``! 2``, ``!!timestamp …``) of a
+    plain scalar that it makes something other than what it reads as, except
+    ``!!int`` and ``!!float``; None for the rest. A cell so tagged is not a
+    number, as a quoted one is not."""
+
+    tagged: str | None = None
 
     def __init__(self, text: str, line: int, plain: bool, tag: str) -> None:
         self.text, self.line, self.plain, self.tag = text, line, plain, tag
 
     def value(self) -> Any:
         if self.plain and self.tag.endswith(("int", "float")):
-            return parse_number(self.text.replace("_", ""))
+            text = self.text.replace("_", "")
+            if text.lstrip("+-").isascii() and text.lstrip("+-").isdigit() and len(text) <= MAX_DIGITS:
+                return int(text)  # a whole number keeps its digits (a seed, a RoPE offset), as JSON's do
+            return parse_number(text)
         if self.plain and self.tag.endswith("bool"):
             return self.text.lower() in ("true", "yes", "on", "y")
         return None if self.tag.endswith("null") else self.text
+
+
+def plain(node: Any) -> Any:
+    """A tree's node as plain Python values: a scalar's value, lists and mappings of them."""
+    if isinstance(node, Scalar):
+        return node.value()
+    if isinstance(node, list):
+        return [plain(x) for x in node]
+    if isinstance(node, dict):
+        return {key: plain(value) for key, value in node.items()}
+    return node
 
 
 def line_of(node: Any) -> int | None:
@@ -114,7 +139,7 @@ def load_tree(data: bytes, source: str, fmt: str) -> Any:
     except AttnError as e:
         raise e.located(source) from None
     except RecursionError:  # JSON's parser checks its depth and raises this
-        raise AttnError("is nested too deeply to be a matrix", source=source, hint=DEPTH_HINT) from None
+        raise too_deep().located(source) from None
 
 
 PYTHON_FLOATS_PAST = 1 << 22  # characters of JSON past which numbers are parsed by Python code
@@ -167,6 +192,8 @@ def _load_yaml(text: str) -> Any:
     try:
         tree = _YamlTree().build(yaml.parse(text, Loader=loader))
     except yaml.YAMLError as e:
+        if loader is not yaml.SafeLoader:
+            _refuse_if_too_deep(text, e, loader)
         mark = getattr(e, "problem_mark", None)
         problem = getattr(e, "problem", None) or str(e).splitlines()[0]
         if mark is None:
@@ -175,6 +202,48 @@ def _load_yaml(text: str) -> Any:
     if tree is None:
         raise AttnError("the file is empty", hint="expected rows of numbers")
     return tree
+
+
+def too_deep(line: int | None = None) -> AttnError:
+    return AttnError("is nested too deeply to be a matrix", line=line, hint=DEPTH_HINT)
+
+
+def _refuse_if_too_deep(text: str, error: Any, loader: Any) -> None:
+    """Raise attn's own depth error where the C parser stopped before attn's
+    depth check could see the levels past MAX_DEPTH.
+
+    libyaml reads ahead while a flow collection (``[[[…``) might still turn
+    out to be a mapping key, and from PyYAML 6.0.4 on it stops at 1,000
+    levels with its own message, before attn has seen one event of them. If
+    what it read ahead opens more levels than attn allows (brackets counted
+    as written), the text up to the bracket past the limit is parsed again:
+    the read-ahead ends there, so the events reach attn's checks, which raise
+    attn's error (too deep, or a mapping key that is a collection: ``{{…``)
+    before the parser's own complaint about the cut-off end, as they do with
+    PyYAML 6.0.3. The cut falls just after a bracket, so every scalar before
+    it is whole. Any other outcome leaves the parser's error as it was.
+    """
+    import yaml
+
+    after, depth = getattr(error, "attn_state", (0, 0))  # where the last event attn saw ended; its depth
+    mark = getattr(error, "problem_mark", None)
+    end = len(text) if mark is None else min(len(text), mark.index + 1)
+    level = 0
+    for bracket in _BRACKETS.finditer(text, after, end):
+        level += 1 if bracket.group() in "[{" else -1
+        if level > MAX_DEPTH + 1 - depth:  # a collection opened inside MAX_DEPTH + 1 others
+            break
+    else:
+        return
+    try:
+        _YamlTree().build(yaml.parse(text[: bracket.end()], Loader=loader))
+    except AttnError as e:  # attn's first objection, as a parser without the limit would have let it say
+        raise e from None
+    except yaml.YAMLError:
+        pass
+
+
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 
 def _json_object(pairs: list[tuple[str, Any]]) -> dict:
@@ -221,9 +290,7 @@ class _YamlTree:
     TREE_NODES limit before anything is expanded.
     """
 
-    SAFE_TAGS = {
-        f"tag:yaml.org,2002:{t}" for t in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map")
-    }
+    SAFE_TAGS = {YAML_TAG + t for t in ("str", "int", "float", "bool", "null", "timestamp", "seq", "map")}
 
     def __init__(self) -> None:
         from yaml.resolver import Resolver
@@ -238,45 +305,53 @@ class _YamlTree:
 
         stack: list[_Open] = []  # the collections still open, outermost first
         documents: list[Any] = []
-        for event in events:
-            line = event.start_mark.line + 1 if event.start_mark else None
-            if isinstance(event, yaml.DocumentStartEvent):
-                if documents:
-                    column = event.start_mark.column + 1 if event.start_mark else 1
-                    raise AttnError(f"invalid YAML: but found another document (column {column})", line=line)
-                documents.append(None)
-            elif isinstance(event, yaml.AliasEvent):
-                if event.anchor not in self.anchors:
-                    if any(o.anchor == event.anchor for o in stack):
-                        raise AttnError("a YAML alias refers to itself", line=line)
-                    column = event.start_mark.column + 1 if event.start_mark else 1
-                    raise AttnError(f"invalid YAML: found undefined alias (column {column})", line=line)
-                self._add(stack, documents, *self.anchors[event.anchor], line)
-            elif isinstance(event, yaml.ScalarEvent):
-                key = bool(stack) and stack[-1].wants_key
-                tag = self._tag(event, yaml.ScalarNode, event.value, line, check=not key, depth=len(stack))
-                scalar = Scalar(event.value, line or 0, not event.style, tag)
-                if event.anchor:
-                    self.anchors[event.anchor] = (scalar, 1)
-                self._add(stack, documents, scalar, 1, line)
-            elif isinstance(event, yaml.CollectionStartEvent):
-                if stack and stack[-1].wants_key:
-                    raise AttnError("a mapping key must be a plain name", line=line)
-                sequence = isinstance(event, yaml.SequenceStartEvent)
-                self._tag(event, yaml.SequenceNode if sequence else yaml.MappingNode, None, line, check=True,
-                          depth=len(stack))
-                container: Any = _Seq() if sequence else _Map()
-                container.line = line
-                stack.append(_Open(container, event.anchor))
-            elif isinstance(event, yaml.CollectionEndEvent):
-                done = stack.pop()
-                if done.size > self.limit:
-                    raise AttnError(f"expands to more than {self.limit:,} elements", line=done.value.line,
-                                    hint=f"YAML aliases repeat whole subtrees; write the numbers out, "
-                                         f"or set {TREE_NODES.variable} to raise the limit")
-                if done.anchor:
-                    self.anchors[done.anchor] = (done.value, done.size)
-                self._add(stack, documents, done.value, done.size, done.value.line)
+        event = None
+        try:
+            for event in events:
+                line = event.start_mark.line + 1 if event.start_mark else None
+                if isinstance(event, yaml.DocumentStartEvent):
+                    if documents:
+                        column = event.start_mark.column + 1 if event.start_mark else 1
+                        raise AttnError(f"invalid YAML: but found another document (column {column})", line=line)
+                    documents.append(None)
+                elif isinstance(event, yaml.AliasEvent):
+                    if event.anchor not in self.anchors:
+                        if any(o.anchor == event.anchor for o in stack):
+                            raise AttnError("a YAML alias refers to itself", line=line)
+                        column = event.start_mark.column + 1 if event.start_mark else 1
+                        raise AttnError(f"invalid YAML: found undefined alias (column {column})", line=line)
+                    self._add(stack, documents, *self.anchors[event.anchor], line)
+                elif isinstance(event, yaml.ScalarEvent):
+                    key = bool(stack) and stack[-1].wants_key
+                    tag = self._tag(event, yaml.ScalarNode, event.value, line, check=not key, depth=len(stack))
+                    scalar = Scalar(event.value, line or 0, not event.style, tag)
+                    if event.tag is not None and not event.style:
+                        scalar.tagged = self._retagged(event.tag, tag, event.value)
+                    if event.anchor:
+                        self.anchors[event.anchor] = (scalar, 1)
+                    self._add(stack, documents, scalar, 1, line)
+                elif isinstance(event, yaml.CollectionStartEvent):
+                    if stack and stack[-1].wants_key:
+                        raise AttnError("a mapping key must be a plain name", line=line)
+                    sequence = isinstance(event, yaml.SequenceStartEvent)
+                    self._tag(event, yaml.SequenceNode if sequence else yaml.MappingNode, None, line, check=True,
+                              depth=len(stack))
+                    container: Any = _Seq() if sequence else _Map()
+                    container.line = line
+                    stack.append(_Open(container, event.anchor))
+                elif isinstance(event, yaml.CollectionEndEvent):
+                    done = stack.pop()
+                    if done.size > self.limit:
+                        raise AttnError(f"expands to more than {self.limit:,} elements", line=done.value.line,
+                                        hint=f"YAML aliases repeat whole subtrees; write the numbers out, "
+                                             f"or set {TREE_NODES.variable} to raise the limit")
+                    if done.anchor:
+                        self.anchors[done.anchor] = (done.value, done.size)
+                    self._add(stack, documents, done.value, done.size, done.value.line)
+        except yaml.YAMLError as e:  # where the parser stopped, for _refuse_if_too_deep
+            after = event.end_mark.index if event is not None and event.end_mark else 0
+            e.attn_state = (after, len(stack))  # type: ignore[attr-defined]
+            raise
         return documents[0] if documents else None
 
     def _tag(self, event: Any, kind: Any, value: Any, line: int | None, check: bool, depth: int) -> str:
@@ -289,8 +364,18 @@ class _YamlTree:
             raise AttnError(f"the tag {tag} is not allowed", line=line,
                             hint="attn reads plain YAML: numbers, lists and mappings")
         if check and depth > MAX_DEPTH:
-            raise AttnError("is nested too deeply to be a matrix", line=line, hint=DEPTH_HINT)
+            raise too_deep(line)
         return tag
+
+    def _retagged(self, written: str, tag: str, text: str) -> str | None:
+        """The tag as written (``!!str``), unless it is ``!!int``, ``!!float`` or the tag the text has anyway.
+        ``! 2`` is text to the YAML spec and a number to PyYAML: it is kept, to be refused."""
+        import yaml
+
+        implicit = self.resolver.resolve(yaml.ScalarNode, text, (True, False))
+        if written != "!" and (tag in NUMBER_TAGS or tag == implicit):
+            return None
+        return "!!" + written.removeprefix(YAML_TAG) if written.startswith(YAML_TAG) else written
 
     @staticmethod
     def _add(stack: list[_Open], documents: list[Any], value: Any, size: int, line: int | None) -> None:
@@ -532,6 +617,8 @@ def _cell(node: Any, mask: bool, fail: Callable[[str], AttnError]) -> float:
     if isinstance(node, Scalar):
         if not node.plain:
             raise fail(f"{node.text!r} is quoted, so it is text, not a number (remove the quotes)")
+        if node.tagged:
+            raise fail(f"{node.text!r} is tagged {node.tagged}, so it is not a number (remove the tag)")
         text = node.text.strip()
         bare = text.lstrip("+-").lower()
         if bare in (".inf", "inf", ".nan", "nan"):

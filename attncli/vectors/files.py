@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from attncli.errors import AttnError, file_error
-from attncli.readers.arrays import NPY_MAGIC
+from attncli.readers.arrays import NPY_MAGIC, check_npy_stream, check_npz
 from attncli.readers.base import read_all
 from attncli.readers.limits import ELEMENTS, LINE, check_fits_in_memory
 from attncli.text import parse_number, plural
@@ -397,15 +397,19 @@ def _read_numpy(f: BinaryIO, fmt: str, words_src, want: _Wanted | None, source: 
     import numpy as np
 
     data = f if f.seekable() else io.BytesIO(read_all(f, source))  # np.load needs seek
+    if fmt == "npy":
+        check_npy_stream(data, source)
     try:
         loaded = np.load(data, allow_pickle=False)
     except Exception as e:  # numpy raises ValueError/OSError/zipfile errors for broken files
         hint = "unzip a downloaded glove.*.zip first" if fmt == "npz" else None
-        raise AttnError(f"not a readable .{fmt} file ({e})", source=source, hint=hint) from None
+        detail = (str(e).splitlines() or [""])[0] or type(e).__name__
+        raise AttnError(f"not a readable .{fmt} file ({detail})", source=source, hint=hint) from None
     if fmt == "npz" or not isinstance(loaded, np.ndarray):
         if isinstance(loaded, np.ndarray):
             raise AttnError("expected an .npz archive", source=source)
         with loaded as z:
+            check_npz(z, source)
             check_fits_in_memory(sum(info.file_size for info in z.zip.infolist()), source, "its arrays expand to")
             names = z.files
             if "vectors" not in names:

@@ -357,12 +357,14 @@ def _from_npz(z, source: str) -> tuple[str, np.ndarray]:
     """Words and float32 vectors from an NpzFile holding ``vectors`` and the words.
 
     ``vectors`` is float, or int8 with ``scales`` [n] (x = q * scale); the words
-    are ``words`` (uint8: UTF-8 joined by newlines) or ``words_zlib`` (the same,
-    zlib-compressed).
+    are ``words`` (uint8: UTF-8 joined by newlines; or a 1-D array of strings,
+    bytes read as UTF-8) or ``words_zlib`` (the joined bytes, zlib-compressed).
     """
     import zlib
 
     import numpy as np
+
+    from attncli.readers.arrays import label_strings
 
     names = set(z.files)
     if "vectors" not in names or not names & {"words", "words_zlib"}:
@@ -380,13 +382,19 @@ def _from_npz(z, source: str) -> tuple[str, np.ndarray]:
         v *= scales.astype(np.float32)[:, None]
     elif v.dtype.kind != "f":
         raise AttnError(f"'vectors' must hold floats, found {v.dtype}", source=source)
-    try:
-        raw = z["words_zlib"].tobytes() if "words_zlib" in names else z["words"].tobytes()
-        if "words_zlib" in names:
-            raw = zlib.decompress(raw)
-        words = raw.decode("utf-8")
-    except (zlib.error, UnicodeDecodeError) as e:
-        raise AttnError(f"the words array is not newline-joined UTF-8 ({e})", source=source) from None
+    listed = z["words"] if "words_zlib" not in names else None
+    if listed is not None and listed.ndim == 1 and listed.dtype.kind in "US":  # np.array(["the", "apple", ...])
+        words = _joined(label_strings(listed, source, "words"), source)
+    else:
+        raw = z["words_zlib"].tobytes() if listed is None else listed.tobytes()
+        try:
+            raw = raw if listed is not None else zlib.decompress(raw)
+            words = raw.decode("utf-8")
+        except zlib.error:
+            raise AttnError("the words_zlib array is not zlib-compressed", source=source) from None
+        except UnicodeDecodeError as e:
+            raise AttnError(f"the words array is not newline-joined UTF-8 (byte {e.start + 1:,} is not UTF-8)",
+                            source=source) from None
     n_words = words.count("\n") + 1
     if n_words != v.shape[0]:
         raise AttnError(f"{n_words} words but {v.shape[0]} vectors", source=source)
@@ -395,6 +403,15 @@ def _from_npz(z, source: str) -> tuple[str, np.ndarray]:
     if not finite:  # int8 times finite scales is finite: only the scales need a look
         _finite(v, words.split("\n"), source)
     return words, v
+
+
+def _joined(words: list[str], source: str) -> str:
+    """Words from an array of strings, newline-joined as a table holds them."""
+    for i, word in enumerate(words):
+        if not word.strip() or "\n" in word:
+            raise AttnError(f"words entry {i + 1} ({word!r}) is not a word", source=source,
+                            hint="each entry of the words array is one word: not blank, no line break")
+    return "\n".join(words)
 
 
 @functools.lru_cache(maxsize=1)

@@ -11,26 +11,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.emit import Emitted, Result, emit
-from attncli.cli.options import (
-    FROM_OPTIONS,
-    FROM_READ_OPTIONS,
-    AttentionFlags,
-    Emit,
-    FormatOption,
-    HtmlOption,
-    Layout,
-    LayoutOption,
-    PrecisionOption,
-    ReadFlags,
-    SvgOption,
-    attention_options,
-    read_options,
-)
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
+from attncli.cli.command import CommandSpec
+from attncli.cli.emit import Emitted, Result
+from attncli.cli.options import FROM_READ_OPTIONS, Layout, LayoutOption, PrecisionOption, ReadFlags, read_options
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
+from attncli.cli.paths import READS
 from attncli.errors import AttnError, CheckFailed, ShapeError, UsageError
 
 if TYPE_CHECKING:
-    from attncli.cli.qkv import Problem
+    import numpy as np
+
+    from attncli.cli.inputs import Inputs
     from attncli.core.check import Verdict
     from attncli.core.options import AttentionOptions
 
@@ -52,13 +44,16 @@ QUERY_COLUMNS = 32  # the error heatmap's columns: queries are grouped past this
 
 @attention_options()
 @read_options()
+@output_options(emit=("error", "reference"), pictures=("svg", "html"),
+                emit_help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|, the default) or the "
+                          "reference output.")
 def check(
     files: Annotated[list[str], typer.Argument(
         metavar="OUT [Q K V | BUNDLE]", show_default=False,
         help="OUT, the output a kernel computed (NPY, NPZ or safetensors; float16, bfloat16, float32 or "
              "float64; (batch, heads, seq, dim) or any rank, as Q), then three files Q K V or one bundle, "
              "as for 'attn run'.",
-    )],
+    ), READS],
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
     layout: LayoutOption = Layout.bhsd,
@@ -71,13 +66,8 @@ def check(
         help="Absolute slack added to the tolerance. Default: 2 units in the last place of OUT's dtype at the "
              "largest |reference| value.",
     )] = None,
-    fmt: FormatOption = None,
-    emit_which: Annotated[Emit, typer.Option(
-        "--emit", metavar="error|reference",
-        help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|) or the reference output.",
-    )] = Emit.error,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    svg: SvgOption = None, html: HtmlOption = None,
     grad: Annotated[bool, typer.Option(
         "--grad", help="Check gradients instead: OUT is an NPZ or safetensors bundle of dq, dk, dv (and dsinks, "
                        "dbias), as 'attn grad -f npz' writes, or three files dQ dK dV, against attn's float64 "
@@ -86,12 +76,12 @@ def check(
     dout: Annotated[str | None, typer.Option(
         "--dout", metavar="FILE", show_default=False,
         help="With --grad: the output's gradient dO the kernel was given (or a bundle entry dout).",
-    )] = None,
+    ), READS] = None,
     grad_factor: Annotated[list[str] | None, typer.Option(
         "--grad-factor", metavar="NAME=F", show_default=False,
         help="With --grad: one gradient's factor, e.g. dq=160 (PyTorch's SDPA tests); default --factor for each.",
     )] = None,
-) -> None:
+) -> Result:
     """Check a kernel's attention output against attn's float64 reference.
 
     OUT passes when max|OUT - ref| <= factor × max|baseline - ref| + atol
@@ -103,8 +93,8 @@ def check(
     """
     import math
 
-    from attncli.cli.io import check_stdin_once, open_input
-    from attncli.cli.qkv import load_problem, to_layout
+    from attncli.cli.inputs import read_inputs, to_layout
+    from attncli.cli.io import open_input
     from attncli.core.check import check as compare
     from attncli.readers import read_matrix
 
@@ -117,25 +107,23 @@ def check(
     for name, value in (("--factor", factor), ("--atol", atol)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a finite number ≥ 0, got {value}")
-    check_stdin_once([*files, *attention.files(), *([dout] if dout is not None else [])])
     if grad:
-        check_gradients(files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor),
-                        atol, fmt, precision)
-        return
+        return check_gradients(files, attention, reading, layout, dout, factor,
+                               grad_factors(grad_factor or [], factor), atol)
     if dout is not None or grad_factor:
         raise UsageError(f"{'--dout' if dout is not None else '--grad-factor'} is for checking gradients",
                          hint="add --grad")
     out_source = open_input(files[0])
-    out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
-    problem = load_problem(files[1:], attention, reading.settings(), layout)
-    options = problem.options
-    out_values = to_layout(out.values, layout)
-    check_shape(out_values, problem)
-    verdict = compare(out_values, problem.q.values, problem.k.values, problem.v.values, options, factor, atol)
-    emit(check_result(out_source.name, problem, verdict, options, precision), fmt, emit_which.value,
-         svg=svg, html=html, title="attn check")
+    kernel_out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
+    inputs = read_inputs(files[1:], attention, reading.settings(), layout)
+    options = inputs.options
+    out_values = to_layout(kernel_out.values, layout)
+    check_shape(out_values, inputs)
+    verdict = compare(out_values, inputs.q.values, inputs.k.values, inputs.v.values, options, factor, atol)
+    result = check_result(out_source.name, inputs, verdict, options, precision)
     if not verdict.passed:
-        raise CheckFailed(failure(verdict), source=out_source.name)
+        result.failure = CheckFailed(failure(verdict), source=out_source.name)
+    return result
 
 
 GRADIENTS = ("dq", "dk", "dv", "dsinks", "dbias")
@@ -160,10 +148,9 @@ def grad_factors(given: list[str], factor: float) -> dict[str, float]:
 
 
 def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFlags, layout: Layout,
-                    dout: str | None, factor: float, factors: dict[str, float], atol: float | None,
-                    fmt, precision: int) -> None:
+                    dout: str | None, factor: float, factors: dict[str, float], atol: float | None) -> Result:
     """``attn check --grad``: each gradient against the float64 backward pass, by the forward's rule."""
-    from attncli.cli.qkv import load_problem, output_gradient, to_layout
+    from attncli.cli.inputs import output_gradient, read_inputs, to_layout
     from attncli.core.check import check_grads
 
     source = files[0]
@@ -174,19 +161,20 @@ def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFl
         missing = ", ".join(name for name in ("dq", "dk", "dv") if name not in grads)
         raise AttnError(f"the gradients have no {missing}", source=source,
                         hint="an NPZ or safetensors bundle with dq, dk, dv (and dsinks, dbias), as attn grad writes")
-    problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
-    d_out = output_gradient(problem, dout, reading.settings())
+    inputs = read_inputs(files, attention, reading.settings(), layout, wanted=("dout",))
+    d_out = output_gradient(inputs, dout, reading.settings())
     for name in ("dsinks", "dbias"):  # the readers hold a vector as a 1×n matrix: the shape of what it is of
-        given = getattr(problem.options, name[1:])
+        given = getattr(inputs.options, name[1:])
         if name in grads and given is not None and grads[name].size == given.size:
             grads[name] = grads[name].reshape(given.shape)
-    verdicts = check_grads(grads, problem.q.values, problem.k.values, problem.v.values, d_out, problem.options,
+    verdicts = check_grads(grads, inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options,
                            factors, atol)
     failed = [name for name, verdict in verdicts.items() if not verdict.passed]
-    emit(grads_result(source, problem, verdicts, factor), fmt, "error")
+    result = grads_result(source, inputs, verdicts, factor)
     if failed:
-        raise CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)),
-                          source=sources.get(failed[0], source))
+        result.failure = CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)),
+                                     source=sources.get(failed[0], source))
+    return result
 
 
 def read_gradients(files: list[str], reading: ReadFlags) -> tuple[dict, dict[str, str], list[str]]:
@@ -236,7 +224,7 @@ def grad_failure(name: str, verdict: Verdict, count: int) -> str:
             f"{verdict.max_baseline_error:.3g} + atol {verdict.atol:.3g}){others}")
 
 
-def grads_result(name: str, problem: Problem, verdicts: dict[str, Verdict], factor: float) -> Result:
+def grads_result(name: str, inputs: Inputs, verdicts: dict[str, Verdict], factor: float) -> Result:
     """JSON and the terminal view of a gradient check: one verdict per gradient, its worst cell and head."""
     passed = all(verdict.passed for verdict in verdicts.values())
     gradients = {
@@ -268,23 +256,23 @@ def grads_result(name: str, problem: Problem, verdicts: dict[str, Verdict], fact
                           f"{verdict.tolerance:.3g}", "yes" if ok else "NO", style=None if ok else "red")
         return stack(header, table)
 
-    matrices = {"error": Emitted(problem.to_file_layout(verdicts["dq"].error), problem.q.row_labels,
-                                 problem.q.col_labels)}
+    matrices = {"error": Emitted(inputs.to_file_layout(verdicts["dq"].error), inputs.q.row_labels,
+                                 inputs.q.col_labels)}
     return Result(data, view, matrices)
 
 
-def check_shape(out, problem: Problem) -> None:
+def check_shape(out: np.ndarray, inputs: Inputs) -> None:
     """OUT must have the shape of the output of Q, K and V: [..., H_q, n_q, d_v], as the files hold them."""
-    from attncli.cli.qkv import layout_shape
+    from attncli.cli.inputs import layout_shape
     from attncli.core.arrays import shape_text
     from attncli.core.logits import check_shapes, leading_axes
 
-    q, k, v = problem.q.values, problem.k.values, problem.v.values
+    q, k, v = inputs.q.values, inputs.k.values, inputs.v.values
     check_shapes(q, k, v)
     lead, _ = leading_axes(q, k, v)
     expected = lead + (q.shape[-2], v.shape[-1])
     if tuple(out.shape) != expected:
-        shown = (shape_text(layout_shape(shape, problem.layout)) for shape in (tuple(out.shape), expected))
+        shown = (shape_text(layout_shape(shape, inputs.layout)) for shape in (tuple(out.shape), expected))
         raise ShapeError("OUT is {} but the output of Q, K and V is {}".format(*shown),
                          hint="the same inputs, options and layout as the kernel's")
 
@@ -312,10 +300,10 @@ def position(index: tuple[int, ...], shape: tuple[int, ...]) -> str:
     return ", ".join(parts)
 
 
-def check_result(name: str, problem: Problem, verdict: Verdict, options: AttentionOptions,
+def check_result(name: str, inputs: Inputs, verdict: Verdict, options: AttentionOptions,
                  precision: int) -> Result:
     """JSON, the terminal view and the arrays of one check."""
-    from attncli.cli.qkv import variant_data
+    from attncli.cli.describe import attention_data, call_of
 
     error = verdict.error
     by_head = _by_head(error)  # [batches, heads, n_q, d_v]
@@ -340,25 +328,24 @@ def check_result(name: str, problem: Problem, verdict: Verdict, options: Attenti
             "baseline_error": _json_array(_by_head(verdict.baseline_error).max(axis=(-2, -1))),
         },
         "error_by_query": _json_array(by_head.max(axis=-1)),  # [batches, heads, n_q]
-        "shape": list(problem.to_file_layout(verdict.reference).shape),
-        "layout": problem.layout.value,
-        "scale": options.scale_for(problem.q.shape[-1]),
-        "causal": options.causal or False,
-        **variant_data(options, heads),
+        "shape": list(inputs.to_file_layout(verdict.reference).shape),
+        "layout": inputs.layout.value,
+        **attention_data(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
     }
 
     def view() -> Any:
         from rich.text import Text
 
-        from attncli.cli.qkv import describe_options
+        from attncli.cli.describe import call_of, settings_line
         from attncli.output.heatmap import ViewStyle
         from attncli.output.render import heatmap, stack
 
         ok = verdict.passed
         header = Text.assemble(
             ("attn check ", "bold"), name, ": ", ("PASS" if ok else "FAIL", "bold green" if ok else "bold red"),
-            f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {problem.layout.value})\n",
-            describe_options(problem.q.shape[-1], options), "\n",
+            f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {inputs.layout.value})\n",
+            settings_line(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
+            "\n",
             f"max |OUT - ref| {verdict.max_error:.3g} at {data['worst']['where']} "
             f"(OUT {float(verdict.out[worst]):.6g}, reference {data['worst']['reference']:.6g})\n",
             f"max relative error {verdict.max_relative_error:.3g} (of max |ref| {verdict.scale:.3g})\n",
@@ -379,13 +366,13 @@ def check_result(name: str, problem: Problem, verdict: Verdict, options: Attenti
         )
 
     matrices = {
-        "error": Emitted(problem.to_file_layout(error), problem.q.row_labels, problem.v.col_labels),
-        "reference": Emitted(problem.to_file_layout(verdict.reference), problem.q.row_labels, problem.v.col_labels),
+        "error": Emitted(inputs.to_file_layout(error), inputs.q.row_labels, inputs.v.col_labels),
+        "reference": Emitted(inputs.to_file_layout(verdict.reference), inputs.q.row_labels, inputs.v.col_labels),
     }
     return Result(data, view, matrices)
 
 
-def _json_number(x) -> float | None:
+def _json_number(x: Any) -> float | None:
     """A float, or None (JSON's null) for NaN and infinities, which JSON cannot hold."""
     import math
 
@@ -393,16 +380,18 @@ def _json_number(x) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def _json_array(values):
+def _json_array(values: np.ndarray) -> Any:
     """An array as JSON can hold it: nested lists with null for NaN, or the array itself when all finite."""
     import numpy as np
 
     if np.isfinite(values).all():
         return values
-    return np.where(np.isfinite(values), values, None).tolist()
+    shown = values.astype(object)
+    shown[~np.isfinite(values)] = None
+    return shown.tolist()
 
 
-def _by_head(values):
+def _by_head(values: np.ndarray) -> np.ndarray:
     """[..., H, n_q, d] -> [batches, H, n_q, d] (a matrix is one batch of one head)."""
     if values.ndim == 2:
         return values[None, None]
@@ -415,7 +404,7 @@ def _row_labels(batches: int, heads: int) -> list[str]:
     return [f"batch {b} head {h}" for b in range(batches) for h in range(heads)]
 
 
-def _query_columns(values):
+def _query_columns(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """[rows, n_q] -> at most QUERY_COLUMNS columns (the max of each group of queries) and their labels."""
     import numpy as np
 
@@ -427,7 +416,7 @@ def _query_columns(values):
     return grouped, [f"q{a}-{b - 1}" for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
-def head_table(rows: list[str], errors, baseline, tolerance: float):
+def head_table(rows: list[str], errors: np.ndarray, baseline: np.ndarray, tolerance: float) -> Any:
     """One row per (batch, head): its largest error, the baseline's, and whether it is within the tolerance."""
     from rich.table import Table
 
@@ -438,3 +427,6 @@ def head_table(rows: list[str], errors, baseline, tolerance: float):
         ok = bool(e <= tolerance)  # NaN is not
         table.add_row(label, f"{e:.3g}", f"{b:.3g}", "yes" if ok else "NO", style=None if ok else "red")
     return table
+
+
+COMMAND = CommandSpec(check, EXAMPLES)

@@ -6,30 +6,29 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
+from attncli.cli.command import CommandSpec
+from attncli.cli.describe import attention_data, call_of
+from attncli.cli.emit import Emitted, Result
+from attncli.cli.inputs import Inputs, output_gradient, read_inputs
 from attncli.cli.options import (
-    FROM_OPTIONS,
     FROM_READ_OPTIONS,
-    AttentionFlags,
     BatchOption,
-    Emit,
     FilesArgument,
-    FormatOption,
     HeadOption,
     Layout,
     LayoutOption,
     PrecisionOption,
     ReadFlags,
-    attention_options,
     read_options,
 )
-from attncli.cli.paths import check_outputs
-from attncli.cli.qkv import load_problem, output_gradient, slice_of, slices, variant_data
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
+from attncli.cli.paths import READS
+from attncli.cli.run_result import slice_of, slices
 from attncli.cli.views import View
 from attncli.errors import UsageError
 
 if TYPE_CHECKING:
-    from attncli.cli.qkv import Problem
     from attncli.core.grad import Grads
 
 EXAMPLES = """\b
@@ -47,11 +46,7 @@ DoutOption = Annotated[str | None, typer.Option(
     "--dout", metavar="FILE", show_default=False,
     help="The gradient of the output, dO: the shape of the output (n_q×d_v, or [..., heads, n_q, d_v]). "
          "A bundle may hold it as 'dout'.",
-)]
-GradEmitOption = Annotated[Emit, typer.Option(
-    "--emit", metavar="dq|dk|dv|dsinks|dbias",
-    help="The gradient csv/tsv/npy write; npz and safetensors write every gradient, one entry each.",
-)]
+), READS]
 AUTO = View("auto")
 GradViewOption = Annotated[View, typer.Option(
     "--view", metavar="auto|compact|numbers",
@@ -63,6 +58,9 @@ GradViewOption = Annotated[View, typer.Option(
 
 @attention_options()
 @read_options()
+@output_options(emit=("dq", "dk", "dv", "dsinks", "dbias"), pictures=(),
+                emit_help="The gradient csv/tsv/npy write (default dq); npz and safetensors write every "
+                          "gradient, one entry each.")
 def grad(
     files: FilesArgument,
     dout: DoutOption = None,
@@ -71,11 +69,10 @@ def grad(
     layout: LayoutOption = Layout.bhsd,
     batch: BatchOption = None,
     head: HeadOption = None,
-    fmt: FormatOption = None,
-    emit_which: GradEmitOption = Emit.dq,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
     view: GradViewOption = AUTO,
-) -> None:
+) -> Result:
     """The backward pass: dQ, dK, dV of attention for the output's gradient dO.
 
     Computed in float64 from the closed form (dP = dO Vᵀ; dS = P ∘ (dP − rowsum(dO ∘ O));
@@ -91,28 +88,27 @@ def grad(
     if view.value == "top":
         raise UsageError("attn grad has no top view: a gradient has no heaviest keys",
                          hint="--view auto, compact or numbers")
-    check_outputs({}, [*files, *attention.files(), *([dout] if dout is not None else [])])
-    problem = load_problem(files, attention, reading.settings(), layout, wanted=("dout",))
-    grads = attention_grad(problem.q.values, problem.k.values, problem.v.values,
-                           output_gradient(problem, dout, reading.settings()), problem.options)
-    emit(grad_result(problem, grads, precision, batch, head, view.value), fmt, emit_which.value)
+    inputs = read_inputs(files, attention, reading.settings(), layout, wanted=("dout",))
+    grads = attention_grad(inputs.q.values, inputs.k.values, inputs.v.values,
+                           output_gradient(inputs, dout, reading.settings()), inputs.options)
+    return grad_result(inputs, grads, precision, batch, head, view.value)
 
 
-def grad_result(problem: Problem, grads: Grads, precision: int, batch: int | None, head: int | None,
+def grad_result(inputs: Inputs, grads: Grads, precision: int, batch: int | None, head: int | None,
                 view: str = "auto") -> Result:
     """JSON, the terminal view and the emittable gradients of one backward pass.
     The view: a heatmap per gradient and head on the diverging scale (``view``
     auto or compact, as ``output.heatmap`` draws it), or number tables (numbers)."""
-    named = {name: problem.to_file_layout(g) if name in ("dq", "dk", "dv") else g
+    named = {name: inputs.to_file_layout(g) if name in ("dq", "dk", "dv") else g
              for name, g in grads.named().items()}
-    labels = {"dq": (problem.q.row_labels, problem.q.col_labels), "dk": (problem.k.row_labels, problem.k.col_labels),
-              "dv": (problem.k.row_labels or problem.v.row_labels, problem.v.col_labels)}
-    options = problem.options
+    labels = {"dq": (inputs.q.row_labels, inputs.q.col_labels), "dk": (inputs.k.row_labels, inputs.k.col_labels),
+              "dv": (inputs.k.row_labels or inputs.v.row_labels, inputs.v.col_labels)}
+    options = inputs.options
+    slices(grads.dq.shape, batch, head)  # a usage error when out of range, whatever the format (as run's)
     heads = grads.dq.shape[-3] if grads.dq.ndim > 2 else 1
     data = {**named, "shapes": {name: list(g.shape) for name, g in named.items()},
-            "scale": options.scale_for(problem.q.shape[-1]), "temperature": options.temperature,
-            "causal": options.causal or False, "dtype": "float64",
-            **({"layout": problem.layout.value} if problem.tensors else {}), **variant_data(options, heads)}
+            **attention_data(options, call_of(grads.dq.shape, inputs.k.shape)), "dtype": "float64",
+            **({"layout": inputs.layout.value} if inputs.tensors else {})}
     matrices = {}
     for name, values in named.items():
         rows, cols = labels.get(name, (None, None))
@@ -152,8 +148,8 @@ def grad_result(problem: Problem, grads: Grads, precision: int, batch: int | Non
             for b, h in pairs[:MAX_SLICES]:
                 where = "" if bias.ndim == 2 else f"batch {b} · head {h}: "
                 matrix = slice_of(bias, b, h)
-                rows = problem.queries if matrix.shape[0] == len(problem.queries) else ["every query"]
-                cols = problem.keys if matrix.shape[1] == len(problem.keys) else ["every key"]
+                rows = inputs.queries if matrix.shape[0] == len(inputs.queries) else ["every query"]
+                cols = inputs.keys if matrix.shape[1] == len(inputs.keys) else ["every key"]
                 parts.append(draw(matrix, rows, cols, f"{where}dbias (the bias's shape, {shape_text(grads.dbias)})",
                                   ("keys", "queries")))
             parts.append(more(pairs, "dbias"))
@@ -199,3 +195,6 @@ def bias_slices(shape: tuple[int, ...], batch: int | None, head: int | None) -> 
     heads = shape[-3] if len(shape) > 2 else 1
     batches = math.prod(shape[:-3]) if len(shape) > 3 else 1
     return slices(shape, None if batches == 1 else batch, None if heads == 1 else head)
+
+
+COMMAND = CommandSpec(grad, EXAMPLES)

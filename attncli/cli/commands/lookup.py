@@ -4,40 +4,37 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.emit import Emitted, Result, emit
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
+from attncli.cli.command import CommandSpec
+from attncli.cli.describe import attention_data, call_of, settings_line
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.guards import check_attention
 from attncli.cli.io import source_name
 from attncli.cli.options import (
-    FROM_OPTIONS,
     FROM_READ_OPTIONS,
     UNKNOWN_IS_AN_ERROR,
-    AttentionFlags,
-    Emit,
-    FormatOption,
-    HtmlOption,
     PrecisionOption,
     ReadFlags,
-    SvgOption,
     UnknownOption,
     VectorsOption,
     WordsOption,
-    attention_options,
     read_options,
 )
-from attncli.cli.paths import check_outputs, model_files
-from attncli.cli.qkv import describe
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
+from attncli.cli.paths import READS, READS_MODEL
 from attncli.cli.reading import read_matrix_named
-from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
 
 if TYPE_CHECKING:
-    from attncli.readers import TextSettings
+    from attncli.core.options import AttentionOptions
+    from attncli.core.reference import Steps
+    from attncli.readers import Matrix, TextSettings
     from attncli.vectors.table import Embedded
 
 EXAMPLES = """\b
@@ -56,7 +53,8 @@ Examples:
 
 @attention_options("scale", "temperature", "similarity")
 @read_options()
-@view_options("png", "pdf")
+@output_options(emit=("output", "weights"),
+                emit_help="The matrix csv/tsv/npy write: output (the default when there are values) or weights.")
 def lookup(
     queries: Annotated[list[str], typer.Argument(
         metavar="QUERY...", show_default=False,
@@ -75,7 +73,7 @@ def lookup(
         "--dict", "-d", metavar="FILE", show_default=False,
         help="Keys and values from a YAML/JSON mapping (key: number or key: [vector]), or a CSV "
              "whose first column holds the keys.",
-    )] = None,
+    ), READS] = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
     unknown: UnknownOption = UNKNOWN_IS_AN_ERROR,
@@ -85,19 +83,12 @@ def lookup(
              "(a Hugging Face folder, or a name in the local cache; needs the 'models' extra) "
              "instead of word vectors. Its embeddings are unit length, so the scores are cosines, "
              "scaled by 1 (as with --similarity cosine) unless --scale says otherwise.",
-    )] = None,
+    ), READS_MODEL] = None,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
-    fmt: FormatOption = None,
-    emit_which: Annotated[Emit | None, typer.Option(
-        "--emit", metavar="weights|output", show_default=False,
-        help="The matrix csv/tsv/npy write: weights, or output (the default when there are values).",
-    )] = None,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    svg: SvgOption = None,
-    html: HtmlOption = None,
-    look: ViewFlags = FROM_VIEW_OPTIONS,
-) -> None:
+) -> Result:
     """Look words up by meaning: attention of query words over key words.
 
     Each word becomes its GloVe vector (or, with --model, each text its
@@ -105,8 +96,6 @@ def lookup(
     exactly as `attn run`, and the values are blended by those weights.
     Matching is case-insensitive.
     """
-    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [dict_file, vectors, words_file, *model_files(model)])
     import numpy as np
 
     from attncli.core.reference import reference
@@ -132,15 +121,13 @@ def lookup(
     v = value_matrix.values if value_matrix is not None else np.eye(len(key_names))
     steps = reference(q, k, v, options)
     check_attention(options, queries, len(key_names), steps)
-    which = (emit_which or (Emit.output if value_matrix is not None else Emit.weights)).value
-    if which == "output" and value_matrix is None:
+    if out.emit == "output" and value_matrix is None:
         raise UsageError("--emit output needs values", hint="give --values or --dict, or use --emit weights")
-    emit(_result(queries, key_names, value_matrix, space, steps, options, precision), fmt, which,
-         svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn lookup")
+    return _result(queries, key_names, value_matrix, space, steps, options, precision)
 
 
 def _keys_and_values(keys: list[str] | None, values: list[str] | None, dict_file: str | None,
-                     settings: TextSettings):
+                     settings: TextSettings) -> tuple[list[str], Matrix | None]:
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
     from attncli.readers import Matrix
 
@@ -216,36 +203,36 @@ def embedding(model: str | None, vectors: str | None, words_file: str | None, te
                      lambda texts, _: Embedded(sentence_embeddings(loaded, texts), list(range(len(texts))), []))
 
 
-def _result(queries, keys, value_matrix, space: Embedding, steps, options, precision) -> Result:
+def _result(queries: list[str], keys: list[str], value_matrix: Matrix | None, space: Embedding, steps: Steps,
+            options: AttentionOptions, precision: int) -> Result:
     """JSON, one table per query (score, weight bar, value) and emittable matrices."""
     from rich.text import Text
 
     from attncli.output.render import lookup_table, stack
     from attncli.output.summary import SHOWN_TABLES, first_lines
 
+    call = call_of(steps.weights.shape[:-1] + (space.dim,), steps.weights.shape[-1:] + (space.dim,))
     data = {
         "queries": queries,
         "keys": keys,
         "scores": steps.scores,
         "weights": steps.weights,
-        "scale": steps.scale,
-        "temperature": options.temperature,
-        "similarity": options.similarity,
+        **attention_data(options, call),
         "vectors": {"name": space.name, "words": space.words, "dim": space.dim},
     }
-    matrices = {"weights": Emitted(steps.weights, queries, keys)}
+    matrices = {"weights": Emitted(steps.weights, queries, keys)}  # the first is written unless --emit says
     if value_matrix is not None:
         data["columns"] = value_matrix.col_labels
         data["output"] = steps.output
-        matrices["output"] = Emitted(steps.output, queries, value_matrix.col_labels)
+        matrices = {"output": Emitted(steps.output, queries, value_matrix.col_labels), **matrices}
     header = Text.assemble(
         ("lookup ", "bold"),
         f"{plural(len(queries), 'query', 'queries')} × {len(keys)} keys · "
         f"{space.name} ({f'{space.words:,} words, ' if space.words else ''}dim {space.dim})\n",
-        describe(steps, space.dim, options),
+        settings_line(options, call, steps.allowed),
     )
 
-    def view():  # built only when shown: one table per query, the first SHOWN_TABLES of them
+    def view() -> Any:  # built only when shown: one table per query, the first SHOWN_TABLES of them
         shown, rest = first_lines(len(queries), SHOWN_TABLES, "queries")
         tables = [lookup_table(queries[i], keys, steps.scores[i], steps.weights[i],
                                None if value_matrix is None else value_matrix,
@@ -257,3 +244,6 @@ def _result(queries, keys, value_matrix, space: Embedding, steps, options, preci
 
     maps = AttentionMaps.single(steps.weights, list(queries), list(keys), title=f"lookup in {space.name}")
     return Result(data, view, matrices, maps)
+
+
+COMMAND = CommandSpec(lookup, EXAMPLES)

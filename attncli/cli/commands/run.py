@@ -2,28 +2,24 @@
 
 from __future__ import annotations
 
-from attncli.cli.emit import MATRIX_FORMATS, Result, choose_format, emit
+from attncli.cli.attend import every_step, output_only
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
+from attncli.cli.command import CommandSpec
+from attncli.cli.emit import Result
+from attncli.cli.inputs import read_inputs
 from attncli.cli.options import (
-    FROM_OPTIONS,
     FROM_READ_OPTIONS,
-    AttentionFlags,
     BatchOption,
-    Emit,
-    EmitOption,
     FilesArgument,
-    FormatOption,
     HeadOption,
-    HtmlOption,
     Layout,
     LayoutOption,
     PrecisionOption,
     ReadFlags,
-    SvgOption,
-    attention_options,
     read_options,
 )
-from attncli.cli.paths import check_outputs
-from attncli.cli.qkv import compute, compute_output, load_problem, output_matrix, run_result
+from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OUTPUT_OR_WEIGHTS, OutputFlags, output_options
+from attncli.cli.run_result import output_matrix, run_result
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 
 EXAMPLES = """\b
@@ -44,6 +40,7 @@ Examples:
 @attention_options()
 @read_options()
 @view_options()
+@output_options(**OUTPUT_OR_WEIGHTS)
 def run(
     files: FilesArgument,
     attention: AttentionFlags = FROM_OPTIONS,
@@ -51,12 +48,10 @@ def run(
     layout: LayoutOption = Layout.bhsd,
     batch: BatchOption = None,
     head: HeadOption = None,
-    fmt: FormatOption = None,
-    emit_which: EmitOption = Emit.output,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    svg: SvgOption = None, html: HtmlOption = None,
     look: ViewFlags = FROM_VIEW_OPTIONS,
-) -> None:
+) -> Result:
     """Compute softmax(QKᵀ/√d_k)V on matrices or tensors from files.
 
     On a terminal: a heatmap of the weights (queries down, keys across) and the
@@ -65,17 +60,11 @@ def run(
     is n_q×d_k, K is n_k×d_k, V is n_k×d_v; NPY, NPZ and safetensors tensors
     are (batch, heads, seq, dim), or with --layout bshd (batch, seq, heads, dim).
     """
-    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [*files, *attention.files()])
-    problem = load_problem(files, attention, reading.settings(), layout)
-    options = problem.options
-    style = look.style()
-    pictures = (svg, html, look.png, look.pdf)
-    if emit_which is Emit.output and choose_format(fmt) in MATRIX_FORMATS and pictures == (None,) * 4:
+    inputs = read_inputs(files, attention, reading.settings(), layout)
+    if out.only_matrix("output"):
         # Only the output is written: the blocked kernel never holds the weights.
-        emit(Result({}, None, {"output": output_matrix(problem, compute_output(problem, options))}), fmt)
-        return
-    steps = compute(problem, options)
-    result = run_result(problem, steps, precision, options, batch, head, style)
-    emit(result, fmt, emit_which.value, svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn run")
+        return Result({}, None, {"output": output_matrix(inputs, output_only(inputs))})
+    return run_result(inputs, every_step(inputs), precision, batch, head, look.style())
 
+
+COMMAND = CommandSpec(run, EXAMPLES)

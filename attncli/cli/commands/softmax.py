@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.command import OnceCommand
-from attncli.cli.emit import Emitted, Format, Result, emit
+from attncli.cli.attention import TemperatureOption
+from attncli.cli.command import CommandSpec, OnceCommand
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.io import STDIN, STDIN_NAME, read_stdin
-from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption, TemperatureOption
-from attncli.cli.paths import check_outputs
+from attncli.cli.options import PrecisionOption
+from attncli.cli.outputs import FORMAT_NAMES, FROM_OUTPUT_OPTIONS, OutputFlags, output_options
+from attncli.cli.paths import READS_STDIN
 from attncli.errors import AttnError, UsageError
 from attncli.text import clip, parse_number
+
+if TYPE_CHECKING:
+    import numpy as np
 
 EXAMPLES = """\b
 Examples:
@@ -23,10 +28,6 @@ Examples:
   attn softmax 1 2 3 | jq .weights
 """
 
-SoftmaxFormatOption = Annotated[Format | None, typer.Option(
-    "--format", "-f", show_default=False,
-    help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. csv/tsv/npy write the weights.",
-)]
 
 SEPARATORS = re.compile(r"[\s,]+")
 DECIMAL_COMMA = re.compile(r"[+\-\u2212]?\d+,\d+")  # "1,5": 1.5 in much of Europe, or the numbers 1 and 5
@@ -37,7 +38,7 @@ class NumbersCommand(OnceCommand):
     ``-1,-2``) is a number, not an unknown option. Options and their values
     stay where Click expects them; every other word goes after ``--``, in order."""
 
-    def parse_args(self, ctx, args: list[str]) -> list[str]:
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         takes_value: set[str] = set()
         flags: set[str] = set()
         for param in self.get_params(ctx):
@@ -68,30 +69,29 @@ def _numbers(word: str) -> bool:
     return all(parse_number(w) is not None for w in SEPARATORS.split(word) if w)
 
 
+@output_options(pictures=("svg", "html"), format_help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a "
+                "pipe. csv/tsv/npy write the weights.")
 def softmax(
     numbers: Annotated[list[str] | None, typer.Argument(
         metavar="NUMBER...", show_default=False,
         help="The numbers, separated by spaces or commas; negative numbers are fine. "
              "'-' reads them from stdin.",
-    )] = None,
+    ), READS_STDIN] = None,
     temperature: TemperatureOption = 1.0,
-    fmt: SoftmaxFormatOption = None,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 4,
-    svg: SvgOption = None, html: HtmlOption = None,
-) -> None:
+) -> Result:
     """Softmax of a list of numbers: e^x / Σ e^x, the step that turns scores into weights.
 
     Computed the stable way (the largest number is subtracted first, which
     changes nothing but keeps e^x from overflowing). On a terminal: a table of
     each step. In a pipe: JSON {"input": [...], "temperature": T, "weights": [...]}.
     """
-    check_outputs({"--svg": svg, "--html": html}, [STDIN] if numbers == [STDIN] else [])
     x = read_numbers(numbers or [])
-    result = softmax_result(x, temperature, precision)
-    emit(result, fmt, svg=svg, html=html, title="attn softmax")
+    return softmax_result(x, temperature, precision)
 
 
-def read_numbers(words: list[str]):
+def read_numbers(words: list[str]) -> np.ndarray:
     """The numbers from the command line, or from stdin for a lone '-'."""
     import numpy as np
 
@@ -149,12 +149,12 @@ def _number(word: str, source: str | None = None, line: int | None = None) -> fl
     raise AttnError(problem, source=source, line=line, hint=hint)
 
 
-def softmax_result(x, temperature: float, precision: int) -> Result:
+def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
     """The weights and a table of every step: x, x/T, e^(x/T − max), weight."""
     import numpy as np
     from rich.text import Text
 
-    from attncli.core.options import check_positive
+    from attncli.core.checks import check_positive
     from attncli.core.reference import softmax
     from attncli.output.palette import HeatCell
     from attncli.output.render import ColumnBlocks, fmt, short, stack
@@ -195,3 +195,6 @@ def softmax_result(x, temperature: float, precision: int) -> Result:
     data = {"input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf
             "temperature": temperature, "weights": weights}
     return Result(data, view, {"output": Emitted(weights[None, :])})
+
+
+COMMAND = CommandSpec(softmax, EXAMPLES, NumbersCommand)

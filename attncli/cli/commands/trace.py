@@ -4,20 +4,24 @@ through attncli's own ``attention``."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.emit import Emitted, Format, Result, emit
+from attncli.cli.command import CommandSpec
+from attncli.cli.emit import Emitted, Result
 from attncli.cli.io import STDIN, read_bytes
-from attncli.cli.options import FORMAT_NAMES, HtmlOption, PrecisionOption, SvgOption
-from attncli.cli.paths import check_outputs, model_files
+from attncli.cli.options import PrecisionOption
+from attncli.cli.outputs import FORMAT_NAMES, FROM_OUTPUT_OPTIONS, OutputFlags, output_options
+from attncli.cli.paths import READS_MODEL, READS_STDIN
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 from attncli.text import clip, parse_index
 
 if TYPE_CHECKING:
     from attncli.models import Model, Trace
+    from attncli.output.heatmap import ViewStyle
+    from attncli.output.maps import AttentionMaps
 
 EXAMPLES = """\b
 Getting a model (no torch, nothing downloaded at run time):
@@ -38,23 +42,18 @@ Examples:
 """
 
 
-TraceFormatOption = Annotated[Format | None, typer.Option(
-    "--format", "-f", show_default=False,
-    help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. "
-         "npy writes the weights, 4-D; csv/tsv one head's matrix (one --layer, one --head).",
-)]
-
-
 @view_options()
+@output_options(format_help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. npy writes the "
+                            "weights, 4-D; csv/tsv one head's matrix (one --layer, one --head).")
 def trace(
     text: Annotated[str, typer.Argument(
         metavar="TEXT", show_default=False, help="The text to run through the model; '-' reads it from stdin.",
-    )],
+    ), READS_STDIN],
     model: Annotated[str | None, typer.Option(
         "--model", "-m", metavar="DIR", envvar="ATTN_MODEL", show_default=False,
         help="A Hugging Face BERT-family folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
              "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
-    )] = None,
+    ), READS_MODEL] = None,
     layers: Annotated[list[int] | None, typer.Option(
         "--layer", "-l", metavar="L", show_default=False,
         help="Show this layer (from 0; -1 is the last). Repeat for more. Default: every layer.",
@@ -71,12 +70,10 @@ def trace(
     hide_special: Annotated[bool, typer.Option(
         "--hide-special", help="Leave out the special tokens, [CLS] and [SEP] (rows then sum to less than 1).",
     )] = False,
-    fmt: TraceFormatOption = None,
+    out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 2,
-    svg: SvgOption = None,
-    html: HtmlOption = None,
     look: ViewFlags = FROM_VIEW_OPTIONS,
-) -> None:
+) -> Result:
     """Show the attention of a real trained transformer (BERT family) on TEXT.
 
     The text is split into the model's tokens (WordPiece for BERT) and run
@@ -89,18 +86,16 @@ def trace(
     from attncli.models import load_model
     from attncli.models import trace as run_trace
 
-    check_outputs({"--svg": svg, "--html": html, "--png": look.png, "--pdf": look.pdf},
-                  [text if text == STDIN else None, *model_files(model)])
     text = read_bytes(text).decode("utf-8", errors="replace").strip() if text == STDIN else text
-    if fmt is not None and fmt.value in ("csv", "tsv") and not (layers and heads and len(layers) == len(heads) == 1):
-        raise UsageError(f"{fmt.value} writes one matrix", hint="pick one --layer and one --head, or use json or npy")
+    if out.fmt is not None and out.fmt.value in ("csv", "tsv") and not (layers and heads and len(layers) == len(heads)
+                                                                        == 1):
+        raise UsageError(f"{out.fmt.value} writes one matrix",
+                         hint="pick one --layer and one --head, or use json or npy")
     loaded = load_model(model)
     t = run_trace(loaded, text)
     selection = Selection.choose(t, loaded.config.n_layer, loaded.config.n_head,
                                  layers, heads, query, hide_special, loaded.tokenizer)
-    result = trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision,
-                          style=look.style())
-    emit(result, fmt, "weights", svg=svg, html=html, png=look.png, pdf=look.pdf, title="attn trace")
+    return trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision, style=look.style())
 
 
 class Selection:
@@ -125,7 +120,8 @@ class Selection:
         return [self.trace.tokens[i] for i in self.rows]
 
     @classmethod
-    def choose(cls, trace: Trace, n_layer: int, n_head: int, layers, heads, query, hide_special, tokenizer):
+    def choose(cls, trace: Trace, n_layer: int, n_head: int, layers: list[int] | None, heads: list[int] | None,
+               query: str | None, hide_special: bool, tokenizer: Any) -> Selection:
         shown = [i for i, special in enumerate(trace.special) if not (hide_special and special)]
         q = None if query is None else find_query(trace.tokens, shown, query, tokenizer)
         return cls(trace, pick("--layer", layers, n_layer, "layers"), pick("--head", heads, n_head, "heads"),
@@ -146,7 +142,7 @@ def pick(option: str, chosen: list[int] | None, n: int, what: str) -> list[int]:
     return picked
 
 
-def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int:
+def find_query(tokens: list[str], shown: list[int], word: str, tokenizer: Any) -> int:
     """The position of the query token: the first token equal to ``word``, else
     the first WordPiece of ``word`` (so 'Elephants' finds 'elephant'), else
     ``word`` read as a position."""
@@ -165,8 +161,12 @@ def find_query(tokens: list[str], shown: list[int], word: str, tokenizer) -> int
     raise UsageError(f"--query {clip(word)!r} is not a token of the text", hint=f"its tokens: {listed}")
 
 
-def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int, style=None) -> Result:
+def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int,
+                 style: ViewStyle | None = None) -> Result:
     """JSON, table view and the emittable weights of one trace."""
+    from attncli.output.heatmap import ViewStyle
+
+    style = style or ViewStyle()
     import numpy as np
     from rich.text import Text
 
@@ -184,7 +184,7 @@ def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int
         "weights": w,  # [layers][heads][queries][tokens]
     }
 
-    def view():  # Rich is imported only when a table or picture is shown
+    def view() -> Any:  # Rich is imported only when a table or picture is shown
         header = Text.assemble(
             ("trace ", "bold"),
             f"{model.name} · {model.family.name}, {config.n_layer} layers × {config.n_head} heads, "
@@ -207,7 +207,7 @@ def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int
     matrices = {"weights": Emitted(single, sel.query_tokens if single.ndim == 2 else None,
                                    sel.tokens if single.ndim == 2 else None)}
 
-    def maps():
+    def maps() -> AttentionMaps:
         from attncli.output.maps import AttentionMaps
 
         return AttentionMaps(w, sel.query_tokens, sel.tokens, [f"layer {layer}" for layer in sel.layers],
@@ -222,7 +222,7 @@ def shortened(text: str, width: int) -> str:
     return text if len(text) <= width else "…" + text[-(width - 1):]
 
 
-def model_view(sel: Selection, precision: int, style):
+def model_view(sel: Selection, precision: int, style: ViewStyle) -> Any:
     """Every selected head as a small heatmap, a row of heads per layer (bertviz's model view)."""
     from rich.console import Group
     from rich.text import Text
@@ -244,7 +244,7 @@ def model_view(sel: Selection, precision: int, style):
     )
 
 
-def query_grid(sel: Selection, precision: int, style):
+def query_grid(sel: Selection, precision: int, style: ViewStyle) -> Any:
     """Where one token looks: heads down, layers across; each cell is the key
     it attends to most in that head, and the weight, on the weight's colour.
     Layers wrap into blocks rather than cutting a cell; long tokens are
@@ -281,3 +281,6 @@ def query_grid(sel: Selection, precision: int, style):
 
 
 QUERY_TOKEN_WIDTH = 10  # characters of a token in the --query grid (longer ones shortened, with a legend)
+
+
+COMMAND = CommandSpec(trace, EXAMPLES)

@@ -1,0 +1,296 @@
+"""The attention options, declared once: each is one field of ``AttentionFlags``
+holding its ``Annotated`` alias (flag, help, type, limits). ``@attention_options()``
+gives a command those options, gathered into its parameter ``attention``; a
+bundle may set the same ones under the same names (``cli/settings.py``); and
+``AttentionFlags.build`` makes the core's ``AttentionOptions`` from them and
+the arrays already read (``OptionArrays``), with no reading of its own.
+
+A new option whose core field has the same name is one field here: it is a
+flag of every attention command, a bundle setting, and passed to the core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields, replace
+from enum import Enum
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from attncli.cli.paths import READS
+from attncli.core.options import CAUSAL_ALIGNS, SIMILARITIES
+from attncli.core.rope import ROPE_STYLES
+from attncli.errors import AttnError, UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attncli.cli.settings import BundleSettings
+    from attncli.core.options import AttentionOptions, CausalAlign
+
+# The choices Typer offers, made from the core's own names (one Similarity, one alignment).
+Similarity = Enum("Similarity", {name: name for name in SIMILARITIES}, type=str)  # type: ignore[misc]
+Align = Enum("Align", {name.replace("-", "_"): name for name in CAUSAL_ALIGNS}, type=str)  # type: ignore[misc]
+RopeStyle = Enum("RopeStyle", {name: name for name in ROPE_STYLES}, type=str)  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class ValueParser:
+    """The one parser of a value that is more than a number or a word (a window's
+    "3,0"), for the command line (Typer's ``parser=``) and bundle settings alike
+    (``settings.py`` calls ``parse`` and names the setting in its errors)."""
+
+    parse: Callable[[Any], Any]  # raises AttnError without naming the flag or setting
+    flag: str
+
+    def __call__(self, value: Any) -> Any:
+        try:
+            return self.parse(value)
+        except AttnError as e:
+            raise UsageError(f"{self.flag}: {e.message}", hint=e.hint) from None
+
+
+def window_sides(value: Any) -> tuple[int, int]:
+    """A window as typed ("3,0") or as a bundle writes it ([3, 0], "3,0") -> (left, right)."""
+    if isinstance(value, (list, tuple)):
+        parts = list(value)
+    else:
+        parts = [p.strip() for p in str(value).strip("[]() ").split(",")]
+    try:
+        if len(parts) != 2 or any(isinstance(p, bool) or (isinstance(p, float) and not p.is_integer())
+                                  for p in parts):
+            raise ValueError
+        left, right = (int(p) for p in parts)
+    except (ValueError, TypeError, OverflowError):
+        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
+        raise AttnError(f"expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got {shown!r}",
+                        hint="a causal sliding window of W keys is W-1,0") from None
+    return left, right
+
+
+TemperatureOption = Annotated[float, typer.Option(  # softmax's too
+    "--temperature", "-t", metavar="T",
+    help="Divide the scores by this before softmax: above 1 flattens the weights, below 1 sharpens them.",
+)]
+
+
+def option(alias: Any, default: Any = None) -> Any:
+    """A field of AttentionFlags: its default, and the alias its flag is declared by."""
+    return field(default=default, metadata={"alias": alias})
+
+
+@dataclass(frozen=True)
+class AttentionFlags:
+    """The attention options as typed on the command line (and, through
+    ``with_settings``, a bundle's settings), in the order help shows them."""
+
+    mask: str | None = option(Annotated[str | None, typer.Option(
+        "--mask", metavar="FILE",
+        help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix of booleans, or of "
+             "0/1 or true/false cells: 1 = may attend. Numbers to add to the scores go in --bias.",
+    ), READS])
+    bias: str | None = option(Annotated[str | None, typer.Option(
+        "--bias", metavar="FILE",
+        help="Numbers added to the scaled scores before softmax: an n_q×n_k (or 1×n_k) matrix; -inf "
+             "forbids a pair. PyTorch's float attn_mask is such a bias: pass it here, not as --mask.",
+    ), READS])
+    causal: bool = option(Annotated[bool, typer.Option(
+        "--causal/--no-causal",
+        help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX). "
+             "--no-causal overrides a bundle's causal: true.",
+    )], False)
+    causal_align: Align | None = option(Annotated[Align | None, typer.Option(
+        "--causal-align", show_default=False,
+        help="Causal alignment when n_q ≠ n_k (implies --causal). bottom-right: the last query sees "
+             "every key, as when new tokens follow cached ones.",
+    )])
+    scale: float | None = option(Annotated[float | None, typer.Option(
+        "--scale", metavar="S", show_default=False,
+        help="Multiply the scores QKᵀ by this. Default 1/√d_k (1 with --similarity cosine).",
+    )])
+    temperature: float = option(TemperatureOption, 1.0)
+    similarity: Similarity = option(Annotated[Similarity, typer.Option(
+        "--similarity",
+        help="dot: QKᵀ. cosine: dot products of unit-length rows, so only directions count (seed 000's footnote).",
+    )], Similarity("dot"))
+    window: tuple[int, int] | None = option(Annotated[Any, typer.Option(
+        "--window", metavar="LEFT,RIGHT", show_default=False, parser=ValueParser(window_sides, "--window"),
+        help="A local window, FlashAttention's window_size: query i sees keys i+n_k-n_q-LEFT .. i+n_k-n_q+RIGHT "
+             "(inclusive); -1, or a side at least as long as the keys, leaves a side unbounded. A sliding window "
+             "of W keys with causal is W-1,0.",
+    )])
+    softcap: float | None = option(Annotated[float | None, typer.Option(
+        "--softcap", metavar="C", show_default=False,
+        help="Soft-cap the scaled scores: C·tanh(scores/C), before any bias or mask (Gemma 2: 50).",
+    )])
+    alibi: bool = option(Annotated[bool, typer.Option(
+        "--alibi",
+        help="ALiBi: add -m_h·|i+n_k-n_q-j| to head h's scores, slopes m_h = 2^(-8(h+1)/H) (Press et al.).",
+    )], False)
+    alibi_slopes: str | None = option(Annotated[str | None, typer.Option(
+        "--alibi-slopes", metavar="FILE", show_default=False,
+        help="ALiBi with your own slopes: one number per query head (implies --alibi).",
+    ), READS])
+    rope: RopeStyle | None = option(Annotated[RopeStyle | None, typer.Option(
+        "--rope", show_default=False,
+        help="Rotate Q and K by position first (RoPE). neox: halves, rotate_half (Hugging Face LLaMA, GPT-NeoX); "
+             "gptj: interleaved pairs (GPT-J, Meta's complex form). Keys at 0..n_k-1, queries at n_k-n_q+i.",
+    )])
+    rope_theta: float = option(Annotated[float, typer.Option(
+        "--rope-theta", metavar="BASE", help="RoPE's base: pair i turns by position·BASE^(-2i/dim).",
+    )], 10000.0)
+    rope_dim: int | None = option(Annotated[int | None, typer.Option(
+        "--rope-dim", metavar="N", show_default=False,
+        help="Rotate only the first N features of each head (Pythia, GPT-NeoX's rotary_pct). Default: all.",
+    )])
+    rope_offset: int | None = option(Annotated[int | None, typer.Option(
+        "--rope-offset", metavar="P", show_default=False,
+        help="The first query's RoPE position (within ±2^32). Default n_k-n_q: the queries are the last tokens.",
+    )])
+    sinks: str | None = option(Annotated[str | None, typer.Option(
+        "--sinks", metavar="FILE", show_default=False,
+        help="Attention sinks (gpt-oss): one logit per query head that joins each row's softmax and is then "
+             "dropped, so rows sum to less than 1.",
+    ), READS])
+    given: frozenset[str] = frozenset()  # the options typed on the command line: they override a bundle
+
+    def build(self, arrays: OptionArrays | None = None) -> AttentionOptions:
+        """The core's AttentionOptions from these flags and the arrays read for them
+        (nothing is read here). A bias's -inf forbids its pair as the mask does, and
+        is shown so (a dash, not a weight 0)."""
+        import numpy as np
+
+        from attncli.core.options import AttentionOptions, Rope
+
+        arrays = arrays or OptionArrays()
+        mask, bias = arrays.mask, arrays.bias
+        if bias is not None and not np.isfinite(bias).all():
+            finite = np.isfinite(bias)
+            try:
+                mask = finite if mask is None else mask & finite
+                bias = np.where(finite, bias, 0.0)
+            except ValueError:  # shapes that do not fit: the core names them
+                pass
+        causal: CausalAlign | None = self.causal_align.value if self.causal_align is not None else (
+            "top-left" if self.causal else None)
+        rope = None
+        if self.rope is not None:
+            rope = Rope(self.rope.value, self.rope_theta, self.rope_dim, self.rope_offset)
+        else:
+            given = [flag for flag, value in (("--rope-theta", self.rope_theta != 10000.0),
+                                              ("--rope-dim", self.rope_dim is not None),
+                                              ("--rope-offset", self.rope_offset is not None)) if value]
+            if given:
+                raise UsageError(f"{given[0]} goes with --rope", hint="add --rope neox or --rope gptj")
+        same = {f.name: getattr(self, f.name) for f in fields(AttentionOptions)
+                if f.name not in MADE_BY_BUILD and hasattr(self, f.name)}
+        return AttentionOptions(**same, similarity=self.similarity.value, causal=causal, mask=mask, bias=bias,
+                                alibi_slopes=arrays.alibi_slopes, rope=rope, sinks=arrays.sinks)
+
+    def with_settings(self, settings: BundleSettings) -> AttentionFlags:
+        """These flags with a bundle's settings for the options not given on the command
+        line, each converted by its option's type, limits or parser; then checked once by
+        the core (an error names the setting that caused it, and its line)."""
+        names = setting_names()
+        values = settings.fill({name: getattr(self, name) for name in names}, {n: ALIASES[n] for n in names},
+                               self.given)
+        filled = replace(self, **values)
+        try:
+            filled.build()
+        except AttnError as e:
+            culprit = None if e.source is not None else next(
+                (name for name in settings.values if name in values and name not in self.given
+                 and not _builds(name, values)), None)
+            if culprit is None:  # the command line's own mistake, or one of data
+                raise
+            raise AttnError(e.message, source=settings.source, line=settings.lines.get(culprit),
+                            hint=e.hint) from None
+        return filled
+
+
+def _builds(name: str, values: dict[str, Any]) -> bool:
+    """Does the one setting ``name`` build on its own (its error is another's)? Asked only
+    when building failed, to say which setting's line the error is on."""
+    alone: dict[str, Any] = {"rope": RopeStyle("neox")} if name.startswith("rope_") else {}
+    try:
+        replace(FROM_OPTIONS, **{**alone, name: values[name]}).build()
+    except AttnError:
+        return False
+    return True
+
+
+@dataclass(frozen=True)
+class OptionArrays:
+    """The arrays attention options name, as read from their files or a bundle's entries."""
+
+    mask: np.ndarray | None = None  # bool, True where a query may attend
+    bias: np.ndarray | None = None  # added to the scaled scores
+    sinks: np.ndarray | None = None  # one logit per query head
+    alibi_slopes: np.ndarray | None = None  # one slope per query head
+
+
+ARRAY_OPTIONS = tuple(f.name for f in fields(OptionArrays))  # the options that name a file; in a bundle, entries
+# The core's options that build() makes from flags and arrays; every other flag of the same
+# name as a core option (scale, window, softcap, ...) is passed to the core as it is.
+MADE_BY_BUILD = frozenset({"similarity", "causal", "mask", "bias", "alibi_slopes", "rope", "sinks"})
+
+FROM_OPTIONS = AttentionFlags()  # the placeholder default of ``attention``: @attention_options fills it in
+
+# Each attention option once: its Annotated alias, by name, in the order help shows them.
+ALIASES: dict[str, Any] = {f.name: f.metadata["alias"] for f in fields(AttentionFlags) if "alias" in f.metadata}
+ATTENTION_OPTIONS: dict[str, tuple[Any, Any]] = {f.name: (f.metadata["alias"], f.default)
+                                                 for f in fields(AttentionFlags) if "alias" in f.metadata}
+
+
+def setting_names() -> list[str]:
+    """The attention options a bundle may set: every one but the files."""
+    return [name for name in ATTENTION_OPTIONS if name not in ARRAY_OPTIONS]
+
+
+def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command the attention options (all, or those ``names``).
+
+    The command declares one parameter ``attention: AttentionFlags``; on the
+    command line it becomes these options, in its place, and the command is
+    called with the flags gathered into one ``AttentionFlags``::
+
+        @attention_options()
+        def run(files: FilesArgument, attention: AttentionFlags = FROM_OPTIONS) -> Result: ...
+    """
+    from attncli.cli.groups import option_group
+
+    return option_group("attention", AttentionFlags, ATTENTION_OPTIONS, names or tuple(ATTENTION_OPTIONS))
+
+
+# How to give a mask's numbers as a bias instead, by where the mask came from.
+AS_BIAS = {"file": "give the file as --bias FILE", "entry": "name the entry bias"}
+
+
+def allowed_cells(values: np.ndarray, source: str, given_as: str) -> np.ndarray:
+    """A mask as read (``given_as`` "file" or bundle "entry") -> bool [..., rows,
+    cols] (any rank, as the mask is), True where a query may attend. A mask says
+    where, never how much: a cell other than 0/1 (true/false) is refused, saying
+    how to give it as a bias; a mask of numbers that are all 0 gets a note saying
+    the same, as it is likely PyTorch's additive float mask (which 0 leaves unchanged)."""
+    import numpy as np
+
+    from attncli.cli.notes import note
+
+    values = np.asarray(values)
+    if values.dtype == bool:
+        return values
+    cells = np.isin(values, (0, 1))
+    if not cells.all():
+        other = float(values[~cells].flat[0])
+        raise AttnError(f"the mask holds {other:g}, but a mask holds only 1 (may attend) and 0 (may not)",
+                        source=source, hint=f"to add numbers to the scores, {AS_BIAS[given_as]}")
+    if not values.any():
+        note(f"the mask's cells are all 0, so no query may attend to any key; if it is PyTorch's float "
+             f"attn_mask, which is added to the scores, {AS_BIAS[given_as]}", source)
+    return values.astype(bool)
+
+
+def per_head(values: np.ndarray) -> np.ndarray:
+    """One number per head, [H] or [..., H], from a matrix as read (a row [1, H] is [H])."""
+    return values[0] if values.ndim == 2 and values.shape[0] == 1 else values

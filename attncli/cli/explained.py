@@ -1,0 +1,227 @@
+"""``attn explain``'s view: the steps one under another, each a heading, a
+sentence or two and the numbers. What each step shows comes from the
+reference's ``Steps`` (nothing is worked out again here) and what each
+setting says from the core's declaration (``core.options.SAYINGS``)."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from attncli.cli.describe import call_of, sentence, settings_line
+from attncli.text import plural
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from attncli.cli.inputs import Inputs
+    from attncli.core.options import Call
+    from attncli.core.reference import Steps
+    from attncli.output.heatmap import ViewStyle
+
+TERMS = 8  # terms written out in a sum before the rest are summarised
+ORDER = ("logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
+         "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)")
+
+
+@dataclass
+class Page:
+    """What every section draws with: the inputs and steps of one head, the query
+    explained, the labels, and numbered headings."""
+
+    inputs: Inputs
+    steps: Steps
+    i: int  # the query written out term by term
+    precision: int
+    style: ViewStyle | None = None
+
+    def __post_init__(self) -> None:
+        from attncli.cli.run_result import shown_labels
+
+        self.call: Call = call_of(self.inputs.q.shape, self.inputs.k.shape)
+        self.rows, self.key_rows, self.key_cols = shown_labels(self.inputs)
+        self.numbers: Iterator[int] = itertools.count(1)
+
+    def said(self, field: str) -> str | None:
+        """The setting ``field``'s sentence, as the core declares it (None: not in force)."""
+        return sentence(self.inputs.options, self.call, field)
+
+    def heading(self, title: str, *sentences: str | None) -> Any:
+        """'3. Scaled scores' and the sentences under it, numbered in the order shown."""
+        from rich.text import Text
+
+        return Text.assemble((f"{next(self.numbers)}. {title}", "bold underline"), *("\n" + s for s in sentences if s))
+
+    def table(self, values: np.ndarray, row_labels: list[Any], col_labels: list[Any], title: str) -> Any:
+        from attncli.output.render import number_table
+
+        return number_table(values, row_labels, col_labels, precision=self.precision, title=title)
+
+
+def explain_view(inputs: Inputs, steps: Steps, i: int, precision: int, style: ViewStyle | None = None,
+                 backward: dict[str, np.ndarray] | None = None) -> Any:
+    """The steps one under another, for query row ``i`` of one head."""
+    from rich.text import Text
+
+    from attncli.cli.guards import rows_sum
+    from attncli.cli.run_result import readings
+    from attncli.output.render import heatmap, stack
+
+    page = Page(inputs, steps, i, precision, style)
+    options = inputs.options
+    q, k, v = inputs.q.values, inputs.k.values, inputs.v.values
+    (n_q, d_k), (n_k, d_v) = q.shape, v.shape
+    cosine = options.similarity == "cosine"
+    lines = [ORDER] if any(page.said(f) for f in ("rope", "softcap", "alibi_slopes", "window", "sinks")) else []
+    if inputs.head is not None:
+        lines.append(f"batch {inputs.head[0]} · head {inputs.head[1]} of the tensors (--batch, --head choose another)")
+    sections = [
+        Text.assemble(("attention, step by step: ", "bold"), "softmax(QKᵀ/√d_k)V",
+                      ("\n" + inputs.description) if inputs.description else "", "\n",
+                      settings_line(options, page.call, steps.allowed), *(p for line in lines for p in ("\n", line))),
+        page.heading("The inputs",
+                     "Each row is a vector. Every query is compared with every key, and each key has a value."),
+        page.table(q, page.rows, inputs.q.col_labels or columns(d_k), f"Q: {plural(n_q, 'query', 'queries')}, "
+                   f"{n_q}×{d_k}"),
+        page.table(k, page.key_rows, inputs.k.col_labels or columns(d_k), f"K: {plural(n_k, 'key')}, {n_k}×{d_k}"),
+        page.table(v, page.key_rows, inputs.columns, f"V: one value per key, {n_k}×{d_v}"),
+        *rope_section(page),
+        page.heading("Scores: cos(q, k)" if cosine else "Scores: QKᵀ", *score_sentences(page)),
+        page.table(steps.scores, page.rows, page.key_cols, "scores = cos(q, k) of each query and key, queries down, "
+                   "keys across" if cosine else "scores = Q · Kᵀ, queries down, keys across"),
+        page.heading("Scaled scores", page.said("scale"), page.said("temperature")),
+        page.table(steps.scaled, page.rows, page.key_cols, "scaled scores"),
+        *softcap_section(page),
+        *mask_section(page),
+        page.heading("Weights: softmax of each row", page.said("sinks") or (
+            "Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: e^x / Σ e^x, so "
+            "the biggest score gets the most weight. Brighter = more attention.")),
+        heatmap(steps.weights, page.rows, page.key_cols, precision=precision, allowed=steps.allowed,
+                title=f"weights, {rows_sum(options, n_q, n_k)}", style=style),
+        page.heading("Output: weights · V",
+                     "Each query's output is the values added up, each times the query's weight for its key:"),
+        Text(weighted_sum(inputs.queries[i], steps.weights[i], v, steps.output[i], precision,
+                          None if steps.allowed is None else steps.allowed[i])),
+        page.table(steps.output, page.rows, inputs.columns, "output = weights · V"),
+        readings(inputs, steps, precision, rows=[i]),
+    ]
+    if backward is not None:
+        from attncli.cli.explained_backward import backward_sections
+
+        sections += backward_sections(page, backward)
+    return stack(*sections)
+
+
+def rope_section(page: Page) -> list[Any]:
+    """With RoPE: Q and K rotated by their positions, the step before the scores."""
+    rotated, rope = page.steps.rotated, page.inputs.options.rope
+    if rotated is None or rope is None:
+        return []
+    names = [f"d{j}" for j in range(rotated[0].shape[-1])]
+    return [page.heading(f"RoPE ({rope.style}): Q and K rotated by position", page.said("rope")),
+            page.table(rotated[0], page.rows, names, "RoPE(Q)"),
+            page.table(rotated[1], page.key_rows, names, "RoPE(K)")]
+
+
+def softcap_section(page: Page) -> list[Any]:
+    """With a soft-cap: the scaled scores squashed into ±C."""
+    if page.steps.capped is None:
+        return []
+    return [page.heading("Soft-cap", page.said("softcap")),
+            page.table(page.steps.capped, page.rows, page.key_cols, "soft-capped scores")]
+
+
+def mask_section(page: Page) -> list[Any]:
+    """When a mask, causal, a window, ALiBi or a bias changes the scores: which pairs
+    are forbidden, and the logits."""
+    import numpy as np
+
+    steps, options = page.steps, page.inputs.options
+    last = steps.capped if steps.capped is not None else steps.scaled
+    biased, alibi = options.bias is not None, options.uses_alibi
+    if steps.allowed is None and not biased and np.array_equal(steps.logits, last):
+        return []
+    parts = []
+    if steps.allowed is not None:
+        why = "".join(" " + s for s in (page.said("window"), None if page.inputs.masked else page.said("causal")) if s)
+        parts.append(f"The mask forbids {int((~steps.allowed).sum())} of {steps.allowed.size} query–key pairs (–)."
+                     f"{why} A forbidden pair's score becomes −∞, so softmax gives it weight 0.")
+    parts += [s for s in (page.said("alibi_slopes"), page.said("bias")) if s]
+    shown = [name for name, used in (("mask", steps.allowed is not None), ("bias", biased), ("ALiBi", alibi)) if used]
+    title = " and ".join(shown) or "mask"
+    return [page.heading(title[0].upper() + title[1:], *parts),
+            page.table(steps.logits, page.rows, page.key_cols,
+                       f"scaled scores with the {' and '.join(shown) or 'mask'} (−inf = forbidden)")]
+
+
+def score_sentences(page: Page) -> list[str]:
+    """What a score is, and the first one written out for the query (of the rotated
+    Q and K with RoPE), in the tables' number format."""
+    import math
+
+    from attncli.output.render import fmt
+
+    inputs, i, precision = page.inputs, page.i, page.precision
+    rotated = page.steps.rotated
+    q, k = (inputs.q.values[i], inputs.k.values[0]) if rotated is None else (rotated[0][i], rotated[1][0])
+    products = [f"{factor(a, precision)} × {factor(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
+    dot = f"{inputs.queries[i]} · {inputs.keys[0]} = {terms(products)} = {fmt(float(q @ k), precision)}"
+    if inputs.options.similarity == "cosine":
+        lengths = math.sqrt(float(q @ q)) * math.sqrt(float(k @ k))
+        cosine = float(q @ k) / lengths if lengths else 0.0
+        return ["A score is the cosine similarity of a query and a key: their dot product divided by both "
+                "lengths, from −1 (opposite directions) to 1 (the same direction).",
+                dot,
+                f"cos({inputs.queries[i]}, {inputs.keys[0]}) = {fmt(float(q @ k), precision)} / "
+                f"({fmt(math.sqrt(float(q @ q)), precision)} × {fmt(math.sqrt(float(k @ k)), precision)}) "
+                f"= {fmt(cosine, precision)}"]
+    return ["A score is the dot product of a query and a key: multiply them number by number and add up. "
+            "The more alike they are, the bigger the score.",
+            dot]
+
+
+def weighted_sum(label: str, weights: np.ndarray, v: np.ndarray, output: np.ndarray, precision: int,
+                 allowed: np.ndarray | None = None) -> str:
+    """'#8517dc: 0.150 × [1, 0] + 0.128 × [1, 0] + … = [0.488, 0.512]'.
+
+    Forbidden keys are left out; past TERMS keys only the heaviest are written,
+    in key order, and the rest are counted."""
+    from attncli.output.render import fmt
+
+    keys = [j for j in range(len(weights)) if allowed is None or allowed[j]]
+    shown = sorted(sorted(keys, key=lambda j: -weights[j])[:TERMS])
+    written = [f"{fmt(weights[j], precision)} × {vector(v[j], precision)}" for j in shown]
+    rest = [j for j in keys if j not in shown]
+    tail = f" + … ({len(rest)} more keys, weight {fmt(sum(weights[j] for j in rest), precision)})" if rest else ""
+    return f"{label}: {' + '.join(written) or '0'}{tail} = {vector(output, precision)}"
+
+
+def factor(x: float, precision: int) -> str:
+    """A number in a product, as the tables show it, in brackets when negative: 2.000 × (-1.000)."""
+    from attncli.output.render import fmt
+
+    text = fmt(x, precision)
+    return f"({text})" if text.startswith("-") else text
+
+
+def vector(row: np.ndarray, precision: int, limit: int = 4) -> str:
+    """'[1.000, 0.000]', or '[0.100, 0.200, 0.300, 0.400, … 46 more]' for a long row."""
+    from attncli.output.render import fmt
+
+    values = [fmt(x, precision) for x in row.tolist()[:limit]]
+    more = f", … {len(row) - limit} more" if len(row) > limit else ""
+    return f"[{', '.join(values)}{more}]"
+
+
+def terms(written: list[str]) -> str:
+    """'a + b + c', or the first TERMS terms and how many more."""
+    more = len(written) - TERMS
+    return " + ".join(written[:TERMS]) + (f" + … ({more} more)" if more > 0 else "")
+
+
+def columns(d: int) -> list[str]:
+    return [f"d{j}" for j in range(d)]
+
+
