@@ -5,11 +5,13 @@ for a GGUF), which attn never uses. It writes
 
 - ``tests/data/decoder_refs.npz``: for each seeded random model of ``CASES``
   (GPT-2; Llama with and without grouped-query attention and biases, both
-  RoPE layouts of config.json; Mistral with a window; Qwen2 with windows
-  from ``max_window_layers`` and from ``layer_types``), the token ids, every
+  RoPE layouts of config.json, Llama 3.1's RoPE scaling; Mistral with a
+  window; Qwen2 with windows from ``max_window_layers`` and from
+  ``layer_types``, and with YaRN), the token ids, every
   layer's and head's attention weights and the last three positions' logits
   that transformers' eager attention gives in float32;
-- ``tests/data/convention_refs.npz``: Gemma 2 and Gemma 3 (random weights
+- ``tests/data/convention_refs.npz``: Gemma 2 and Gemma 3, and Gemma 3 with
+  linear RoPE scaling on its full layers (random weights
   from torch's seed; only the captures are pinned): each layer's Q and K as
   they enter attention before RoPE (after Gemma 3's QK-norm), V, the
   weights and the heads' output, for checking ``conventions`` alone;
@@ -61,6 +63,15 @@ CASES: dict[str, dict[str, Any]] = {
     # Qwen2: biases on q/k/v; layer 1 slides (max_window_layers 1)
     "qwen2": {**BASE, "model_type": "qwen2", "num_key_value_heads": 2, "use_sliding_window": True,
               "sliding_window": 3, "max_window_layers": 1, "rope_theta": 1000000.0, "tie_word_embeddings": True},
+    # Llama 3.1's RoPE scaling, its original context shortened to 8 so that 12 tokens pass it
+    "llama-llama3-scaling": {**BASE, "model_type": "llama", "num_key_value_heads": 2, "rope_theta": 10000.0,
+                             "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                              "high_freq_factor": 4.0, "original_max_position_embeddings": 8},
+                             "tie_word_embeddings": False},
+    # Qwen2.5's YaRN (factor 4 over an original context of 8: attention factor 0.1 ln 4 + 1)
+    "qwen2-yarn": {**BASE, "model_type": "qwen2", "num_key_value_heads": 2, "rope_theta": 10000.0,
+                   "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8},
+                   "tie_word_embeddings": True},
     # Qwen2 with layer_types: layer 0 slides
     "qwen2-layer-types": {**BASE, "model_type": "qwen2", "num_key_value_heads": 1, "use_sliding_window": True,
                           "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"],
@@ -76,6 +87,8 @@ GEMMA: dict[str, dict[str, Any]] = {
                     "query_pre_attn_scalar": 20, "sliding_window": 3, "sliding_window_pattern": 3,
                     "max_position_embeddings": 32, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0},
 }
+# Gemma 3 4B's linear RoPE scaling (factor 8): its full layers only
+GEMMA["gemma3-scaled"] = {**GEMMA["gemma3_text"], "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
 
 
 def case_ids(name: str) -> np.ndarray:

@@ -61,10 +61,9 @@ def test_gemma_layers_say_where_each_setting_came_from():
     assert describe(nested, 0).endswith("RoPE neox θ 500000 (rope_parameters.full_attention.rope_theta)")
     assert describe(nested, 1).endswith("window 2,0 (sliding_window 3; layer_types[1] sliding), RoPE neox θ 10000 "
                                         "(rope_parameters.sliding_attention.rope_theta)")
-    scaled = {**gemma3, "rope_scaling": {"rope_type": "linear", "factor": 8.0}}  # Gemma 3 4B: global layers only
+    scaled = dm.refs.GEMMA["gemma3-scaled"]  # Gemma 3 4B: rope_scaling stretches the full layers only
     assert describe(scaled, 0).endswith("RoPE neox θ 10000 (rope_local_base_freq)")
-    assert fails(scaled, 2) == "config.json: rope_scaling type 'linear' is not yet supported " \
-                               "(attn applies RoPE without scaling (rope_type 'default') for now)"
+    assert describe(scaled, 2).endswith("RoPE neox θ 1000000 (rope_theta), RoPE scaling linear ×8 (rope_scaling)")
 
 
 def test_windows_by_family():
@@ -92,10 +91,32 @@ def test_rope_from_both_layouts_of_config_json():
     partial = layer_attention(Fields({**LLAMA, "partial_rotary_factor": 0.5}), 0)
     assert partial.options.rope.dim == 8 and partial.describe().endswith(
         "RoPE neox θ 10000 on 8 of 16 features (partial_rotary_factor) (default)")
-    for kind in ("linear", "dynamic", "llama3", "yarn", "longrope"):
-        assert fails({**LLAMA, "rope_scaling": {"rope_type": kind, "factor": 2.0}}) == \
-            f"config.json: rope_scaling type {kind!r} is not yet supported (attn applies RoPE without scaling " \
-            "(rope_type 'default') for now)"
+    assert fails({**LLAMA, "rope_scaling": {"rope_type": "mrope"}}) == \
+        "config.json: rope_scaling type 'mrope' is not yet supported (attn applies linear, dynamic, llama3, yarn, " \
+        "longrope RoPE scaling)"
+
+
+def test_rope_scaling_read_as_transformers_reads_it():
+    """The original context: dynamic's is max_position_embeddings; Phi-3's top-level field wins over
+    the scaling's own; absent, max_position_embeddings. yarn and longrope without a factor: the ratio."""
+    def scaling(config: dict, layer: int = 0):
+        return layer_attention(Fields(config), layer).options.rope.scaling
+
+    assert scaling({**LLAMA, "rope_scaling": {"type": "dynamic", "factor": 2.0}}).original_max_position_embeddings \
+        == 128
+    llama3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0}
+    assert scaling({**LLAMA, "rope_scaling": llama3}).original_max_position_embeddings == 128
+    assert scaling({**LLAMA, "rope_scaling": {**llama3, "original_max_position_embeddings": 32}}) \
+        .original_max_position_embeddings == 32
+    phi3 = {**LLAMA, "original_max_position_embeddings": 16, "rope_scaling": {
+        "type": "longrope", "short_factor": [1.0] * 8, "long_factor": [2.0] * 8,
+        "original_max_position_embeddings": 64}}
+    longrope = scaling(phi3)
+    assert (longrope.original_max_position_embeddings, longrope.factor) == (16, 8.0)
+    assert longrope.long_factor == (2.0,) * 8
+    yarn = scaling({**LLAMA, "rope_parameters": {"rope_type": "yarn", "original_max_position_embeddings": 32,
+                                                  "rope_theta": 1e4, "beta_fast": 16}})
+    assert (yarn.factor, yarn.beta_fast) == (4.0, 16)
 
 
 def test_a_gguf_means_llama_cpps_conventions():
@@ -113,6 +134,12 @@ def test_a_gguf_means_llama_cpps_conventions():
     qwen2 = gguf_fields({**{k.replace("llama", "qwen2"): v for k, v in metadata.items()},
                          "general.architecture": "qwen2"}, "m.gguf")
     assert layer_attention(qwen2, 0).options.rope.style == "neox"  # llama.cpp keeps qwen2's halves
+    linear = gguf_fields({**metadata, "llama.rope.scaling.type": "linear", "llama.rope.scaling.factor": 4.0}, "m.gguf")
+    assert layer_attention(linear, 0).describe().endswith("RoPE scaling linear ×4 (llama.rope.scaling)")
+    with pytest.raises(AttnError) as e:
+        gguf_fields({**metadata, "llama.rope.scaling.type": "yarn"}, "m.gguf")
+    assert str(e.value) == "m.gguf: llama.rope.scaling.type 'yarn' is not yet supported " \
+                           "(attn reads a GGUF's linear RoPE scaling only)"
     with pytest.raises(AttnError) as e:
         gguf_fields({"general.architecture": "falcon"}, "m.gguf")
     assert str(e.value) == "m.gguf: unsupported GGUF architecture 'falcon' (attn runs gpt2, llama, qwen2)"

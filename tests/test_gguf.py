@@ -119,9 +119,8 @@ def test_gguf_errors_name_the_problem(attn, tmp_path, tokenizer):
                              "for gpt2, smollm)"),
         (dict(tokenizer_model="llama"), "tokenizer.ggml.model 'llama' is not yet supported (attn rebuilds byte-level "
                                         "BPE vocabularies ('gpt2'))"),
-        (dict(extra={"llama.rope.scaling.type": "linear"}), "llama.rope.scaling type 'linear' is not yet supported "
-                                                            "(attn applies RoPE without scaling (rope_type 'default') "
-                                                            "for now)"),
+        (dict(extra={"llama.rope.scaling.type": "yarn"}), "llama.rope.scaling.type 'yarn' is not yet supported "
+                                                          "(attn reads a GGUF's linear RoPE scaling only)"),
         (dict(tensors=without_q, raw={"blk.0.attn_q.weight": (q81, "Q8_1")}),
          "tensor 'blk.0.attn_q.weight' is quantised as Q8_1, which attn does not dequantise (attn reads F32, F16, "
          "BF16 and llama.cpp's Q4–Q8, K- and I-quants; re-quantise it with llama-quantize)"),

@@ -4,8 +4,8 @@ layer's attention settings from its config.json (or a GGUF's metadata).
     fields = Fields(json.load(open("config.json")), "config.json")
     la = layer_attention(fields, 3)
     la.options     # AttentionOptions(scale=0.125, causal="bottom-right", window=(4095, 0), rope=Rope(...))
-    la.describe()  # "scale 1/√64 (head_dim), causal, window 4095,0 (layer_types[3] sliding, sliding_window
-                   #  4096), RoPE neox θ 10000 (rope_theta)"
+    la.describe()  # "scale 1/√64 (head_dim), causal, window 4095,0 (sliding_window 4096; layer_types[3]
+                   #  sliding), RoPE neox θ 10000 (rope_theta), RoPE scaling llama3 ×8 (rope_scaling)"
 
 The same knowledge serves ``attn trace`` (the decoder families run every
 head through these options) and ``--model config.json --layer N`` on the
@@ -17,7 +17,10 @@ when missed: Gemma scales by ``query_pre_attn_scalar``, not the head size;
 Hugging Face's window of W is attn's ``(W − 1, 0)``; Mistral's window is on
 when config.json does not mention it (4096, the class default); Qwen2's
 only with ``use_sliding_window`` and only from layer ``max_window_layers``
-on; Gemma 3's sliding layers turn RoPE with their own θ.
+on; Gemma 3's sliding layers turn RoPE with their own θ (and an old
+``rope_scaling`` stretches only its full layers). RoPE scaling becomes the
+core's ``RopeScaling`` in one place (``rope_scaling``), read as transformers
+reads it.
 
 A decoder's causal alignment is bottom-right: with a KV cache (fewer queries
 than keys) the queries are the last tokens, and RoPE places them at
@@ -31,7 +34,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from attncli.core.options import AttentionOptions, Rope, RopeStyle
+from attncli.core.options import AttentionOptions
+from attncli.core.rope import ROPE_SCALINGS, SCALING_FIELDS, Rope, RopeScaling, RopeStyle
 from attncli.errors import AttnError, ShapeError, UsageError
 from attncli.models.fields import Fields
 
@@ -43,9 +47,9 @@ Layout = Literal["hf", "gguf"]  # whose Q/K weights the RoPE pairs: Hugging Face
 class Derived:
     """One setting derived from a config, and the field it came from."""
 
-    setting: str  # "scale", "causal", "window", "softcap", "RoPE"
+    setting: str  # "scale", "causal", "window", "soft-cap", "RoPE", "RoPE scaling"
     value: str  # "1/√64", "4095,0", "neox θ 10000"
-    field: str | None = None  # "head_dim", "layer_types[3] sliding, sliding_window 4096"; None: the family's rule
+    field: str | None = None  # "head_dim", "sliding_window 4096; layer_types[3] sliding"; None: the family's rule
 
     def __str__(self) -> str:
         text = f"{self.setting} {self.value}".rstrip()
@@ -228,7 +232,8 @@ class RopeRule:
     θ: the layer type's entry of a nested ``rope_parameters`` (Gemma 3), else
     ``rope_parameters``/``rope_scaling``'s ``rope_theta`` (transformers ≥ 4.56
     writes it there), else top-level ``rope_theta`` (older config.json), else
-    the family's default. Pairing: Hugging Face's weights pair features by
+    the family's default. Scaling: ``rope_scaling`` (the function), as
+transformers reads it. Pairing: Hugging Face's weights pair features by
     halves (``neox``); llama.cpp permutes the Q and K rows of ``llama`` GGUFs so
     that adjacent features pair (``gptj``), and keeps halves for the others.
     """
@@ -239,10 +244,10 @@ class RopeRule:
     local_theta: tuple[str, float] | None = None  # sliding layers' θ field and default (Gemma 3)
     scaled_layers: str | None = None  # the one layer type an old rope_scaling applies to (Gemma 3: full)
 
-    def read(self, fields: Fields, layer_type: str, shape: Shape, layout: Layout) -> tuple[Rope, Derived]:
+    def read(self, fields: Fields, layer_type: str, shape: Shape, layout: Layout) -> tuple[Rope, list[Derived]]:
         skip_scaling = self.scaled_layers is not None and layer_type != self.scaled_layers
         params, where = _rope_parameters(fields, layer_type, skip_scaling)
-        _refuse_scaling(params, where, fields)
+        scaling, scaling_from = rope_scaling(params, where, fields)
         if "rope_theta" in params:
             theta, field_name = params["rope_theta"], f"{where}.rope_theta"
             if isinstance(theta, bool) or not isinstance(theta, (int, float)) or not theta > 0:
@@ -256,7 +261,8 @@ class RopeRule:
         dim, dim_text = self._dim(fields, params, where, shape)
         style = self.gguf_style if layout == "gguf" else self.style
         text = f"{style} θ {_number(float(theta))}" + dim_text
-        return Rope(style, float(theta), dim), Derived("RoPE", text, field_name)
+        rope = Rope(style, float(theta), dim, scaling=scaling)
+        return rope, [Derived("RoPE", text, field_name), *([scaling_from] if scaling_from else [])]
 
     @staticmethod
     def _dim(fields: Fields, params: Mapping[str, Any], where: str, shape: Shape) -> tuple[int | None, str]:
@@ -299,13 +305,43 @@ def _rope_parameters(fields: Fields, layer_type: str, skip_scaling: bool = False
     return {}, "rope_parameters"
 
 
-def _refuse_scaling(params: Mapping[str, Any], where: str, fields: Fields) -> None:
-    """RoPE scaling (linear, dynamic, llama3, yarn, longrope) is not yet in attn's core: refused
-    here, the one place a scaling type is read (with ``Rope.scaling``, it is built here instead)."""
+def rope_scaling(params: Mapping[str, Any], where: str, fields: Fields) -> tuple[RopeScaling | None, Derived | None]:
+    """Hugging Face's RoPE scaling (``rope_scaling``, or ``rope_parameters`` with a ``rope_type``)
+    as attn's ``RopeScaling``, and the words that say so: the one place a scaling type is read.
+
+    As transformers reads it: ``dynamic`` grows past ``max_position_embeddings``;
+    ``llama3``, ``yarn`` and ``longrope`` take ``original_max_position_embeddings``
+    from the top of config.json when it is there (Phi-3), else from the scaling's
+    own fields, else ``max_position_embeddings``; ``yarn`` and ``longrope`` without
+    a factor take max_position_embeddings / original_max_position_embeddings.
+    """
     kind = params.get("rope_type", params.get("type", "default"))
-    if kind not in ("default", None):
+    if kind in ("default", None):
+        return None, None
+    if kind not in ROPE_SCALINGS:
         raise AttnError(f"{where} type {kind!r} is not yet supported", source=fields.source,
-                        hint="attn applies RoPE without scaling (rope_type 'default') for now")
+                        hint=f"attn applies {', '.join(ROPE_SCALINGS)} RoPE scaling")
+    needed, optional = SCALING_FIELDS[kind]
+    values = {name: params[name] for name in needed + optional if params.get(name) is not None}
+    original = "original_max_position_embeddings"
+    if kind == "dynamic":
+        values[original] = fields.whole("max_position_embeddings")
+    elif original in needed:
+        values[original] = fields.whole(original) if fields.given(original) else \
+            values.get(original, fields.whole("max_position_embeddings"))
+    if kind in ("yarn", "longrope") and values.get("factor") is None and values.get(original):
+        values["factor"] = fields.whole("max_position_embeddings") / values[original]
+    for name in ("short_factor", "long_factor"):
+        if isinstance(values.get(name), list):
+            values[name] = tuple(values[name])
+    try:
+        scaling = RopeScaling(kind, **values)
+    except (UsageError, TypeError) as e:  # a field of the wrong type: RopeScaling's own line, named
+        message = e.message if isinstance(e, UsageError) else "a field of the wrong type"
+        raise AttnError(f"{where}: {message}", source=fields.source,
+                        hint=e.hint if isinstance(e, UsageError) else None) from None
+    factor = f" ×{_number(float(scaling.factor))}" if scaling.factor is not None else ""
+    return scaling, Derived("RoPE scaling", f"{kind}{factor}", where)
 
 
 # --- a family's conventions ------------------------------------------------------------
@@ -351,7 +387,7 @@ class Convention:
         if self.rope is not None:
             rope, rope_from = self.rope.read(fields, layer_type, shape, layout or
                                              ("gguf" if fields.origin == "gguf" else "hf"))
-            derived.append(rope_from)
+            derived.extend(rope_from)
         options = AttentionOptions(scale=scale, causal="bottom-right", window=window, softcap=softcap, rope=rope)
         return LayerAttention(self.model_type, layer, shape, options, tuple(derived), layer_type)
 
@@ -423,8 +459,12 @@ def gguf_fields(metadata: Mapping[str, Any], source: str | None = None) -> Field
         if f"{arch}.{suffix}" in metadata:
             values[key], names[key] = metadata[f"{arch}.{suffix}"], f"{arch}.{suffix}"
     scaling = metadata.get(f"{arch}.rope.scaling.type")
-    if scaling not in (None, "none"):
-        values["rope_scaling"], names["rope_scaling"] = {"rope_type": scaling}, f"{arch}.rope.scaling"
+    if scaling == "linear":  # llama.cpp's freq_scale = 1 / factor: Hugging Face's linear scaling
+        values["rope_scaling"] = {"rope_type": "linear", "factor": metadata.get(f"{arch}.rope.scaling.factor")}
+        names["rope_scaling"] = f"{arch}.rope.scaling"
+    elif scaling not in (None, "none"):  # llama.cpp's YaRN (ext_factor, attn_factor) is not Hugging Face's
+        raise AttnError(f"{arch}.rope.scaling.type {scaling!r} is not yet supported", source=source,
+                        hint="attn reads a GGUF's linear RoPE scaling only")
     return Fields(values, source, names, origin="gguf")
 
 
