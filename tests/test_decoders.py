@@ -168,6 +168,22 @@ def test_long_prompts_go_in_blocks_with_the_same_numbers(models, monkeypatch):
     np.testing.assert_allclose(q.logits, p.logits, atol=1e-5)
 
 
+def test_blocks_see_the_whole_length_under_length_dependent_rope_scaling(tmp_path, tokenizer, monkeypatch):
+    """LongRoPE's factors (and dynamic's θ) depend on the sequence's length: a block of early
+    queries must still be turned with the whole text's frequencies, as the pass is."""
+    longrope = {"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 3.0, 5.0, 9.0],
+                "original_max_position_embeddings": 8}
+    model = load_model(dm.refs.write_folder(tmp_path / "longrope", "llama", tokenizer=tokenizer,
+                                            rope_scaling=longrope))
+    ids = dm.refs.case_ids("llama")  # 12 tokens: past 8, the long factors
+    selection = Selection(layers=(1,), queries=(0, 3, 11), summaries=True)
+    kept, _ = forward(model, ids, selection)
+    monkeypatch.setattr(decoder, "WHOLE_BYTES", 2 * 4 * len(ids))  # blocks of 2 queries
+    blocked, _ = forward(model, ids, selection)
+    np.testing.assert_allclose(blocked.weights, kept.weights, atol=1e-6)
+    np.testing.assert_allclose(blocked.summaries.entropy, kept.summaries.entropy, atol=1e-5)
+
+
 def test_head_summaries_are_the_weights_summed(models):
     model = models["gpt2"]
     ids = dm.refs.case_ids("gpt2")

@@ -21,7 +21,7 @@ here), and the kernel's pool splits the heads over the cores.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -29,7 +29,7 @@ import numpy as np
 from attncli.core.api import attention
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import one_blas_thread
-from attncli.core.positions import alibi_slopes
+from attncli.core.positions import LENGTH_DEPENDENT, alibi_slopes, band_allowed
 from attncli.errors import AttnError, UsageError
 from attncli.models.base import DecoderSteps, Forward
 from attncli.text import plural
@@ -251,10 +251,26 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOption
             b = min(n_q, a + rows)
             kv = slice(h // group, h // group + 1)
             # [1, b − a, d] against keys 0 .. start + b − 1: bottom-right puts the block at start + a (RoPE too)
-            _, w = attention(q[h : h + 1, a:b], k[kv, : start + b], v[kv, : start + b], one)
+            block, keys = (one, start + b) if not _length_dependent(one) else (_at(one, start + a, b - a, n_k), n_k)
+            _, w = attention(q[h : h + 1, a:b], k[kv, :keys], v[kv, :keys], block)
             assert w is not None
-            keep.take([h], w, start + a)  # [1, b − a, start + b]; later keys stay 0 (forbidden)
+            keep.take([h], w, start + a)  # [1, b − a, keys]; later keys stay 0 (forbidden)
     return out
+
+
+def _length_dependent(options: AttentionOptions) -> bool:
+    """RoPE scaling whose frequencies depend on the sequence's length (dynamic, longrope)."""
+    return options.rope is not None and options.rope.scaling is not None and \
+        options.rope.scaling.kind in LENGTH_DEPENDENT
+
+
+def _at(options: AttentionOptions, first: int, n_q: int, n_k: int) -> AttentionOptions:
+    """A block of n_q queries from position ``first`` against all n_k keys, so that RoPE
+    scaling sees the whole sequence's length (as the pass does): causal and the window
+    become the band of those rows as a mask, and RoPE places the queries explicitly."""
+    assert options.rope is not None
+    allowed = band_allowed(range(first, first + n_q), range(n_k), n_k, n_k, options.causal, options.window)
+    return options.but(causal=None, window=None, mask=allowed, rope=replace(options.rope, offset=first))
 
 
 def one_head(options: AttentionOptions, h: int, n_head: int) -> AttentionOptions:
