@@ -254,8 +254,9 @@ def test_the_encoder_api_runs_a_decoder_too(models):
     np.testing.assert_allclose(t.weights, decode(models["qwen2"], text).weights, atol=1e-6)
 
 
-def test_a_sharded_bfloat16_folder(tmp_path, tokenizer, models):
-    """model.safetensors.index.json and two bfloat16 shards, as Hugging Face saves a big model."""
+def test_a_sharded_bfloat16_and_float16_folder(tmp_path, tokenizer, models):
+    """model.safetensors.index.json and two shards, as Hugging Face saves a big model: one
+    bfloat16, one float16 (each computed in float32)."""
     import ml_dtypes
     from safetensors.numpy import save_file
 
@@ -265,17 +266,18 @@ def test_a_sharded_bfloat16_folder(tmp_path, tokenizer, models):
     (folder / "model.safetensors").unlink()
     names = sorted(tensors)
     shards = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    dtypes = {k: ml_dtypes.bfloat16 if k in names[::2] else np.float16 for k in names}
     for shard, held in shards.items():
-        save_file({k: tensors[k].astype(ml_dtypes.bfloat16) for k in held}, str(folder / shard))
+        save_file({k: tensors[k].astype(dtypes[k]) for k in held}, str(folder / shard))
     (folder / "model.safetensors.index.json").write_text(json.dumps(
         {"metadata": {}, "weight_map": {k: shard for shard, held in shards.items() for k in held}}))
     ids = dm.refs.case_ids(name)
     kept, p = forward(load_model(folder), ids)
-    rounded = {k: v.astype(ml_dtypes.bfloat16).astype(np.float32) for k, v in tensors.items()}
+    rounded = {k: v.astype(dtypes[k]).astype(np.float32) for k, v in tensors.items()}
     weights, logits = dm.reference_forward(name, rounded, ids)
     assert np.abs(kept.weights - weights).max() < TOLERANCE and close_logits(p.logits, logits)
     _, unrounded = forward(models[name], ids)
-    assert np.abs(p.logits - unrounded.logits).max() > 1e-3  # bfloat16 did change the numbers
+    assert np.abs(p.logits - unrounded.logits).max() > 1e-3  # the rounding did change the numbers
 
 
 # --- bad input, one line each --------------------------------------------------------------
