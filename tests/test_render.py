@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from attncli.cli import emit as common
+from attncli.output.blocks import ColumnBlocks
 from attncli.output.colours import are_shares, mix, parse_hex, percentages, row_colours, to_hex
-from attncli.output.render import ColumnBlocks
 
 KEYS = ("#fef0d9", "#fdcc8a", "#fc8d59", "#d7301f", "#f6eff7", "#bdc9e1", "#67a9cf", "#02818a")
 

@@ -357,7 +357,7 @@ def test_attn_grad_draws_a_heatmap_per_gradient(attn, monkeypatch, tmp_path):
     files = [tmp_path / f"{n}.csv" for n in "qkv"]
     text = terminal(attn, monkeypatch, "grad", *files, "--dout", tmp_path / "dout.csv")
     from attncli import attention_grad
-    from attncli.output.render import short
+    from attncli.output.blocks import short
 
     grads = attention_grad(*(np.loadtxt(tmp_path / f"{n}.csv", delimiter=",") for n in ("q", "k", "v", "dout")))
     for name in ("dq", "dk", "dv"):

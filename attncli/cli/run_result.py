@@ -196,7 +196,8 @@ def with_swatches(parts: list[Any], label: str, colour: Any, blend: Any) -> Any:
     query's label and before the mix (the last part) where colours show."""
     from rich.text import Text
 
-    from attncli.output.render import IfColour, swatch
+    from attncli.output.blocks import IfColour
+    from attncli.output.render import swatch
 
     plain = Text.assemble(label, *parts)
     if colour is None and blend is None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from attncli.core.checks import check_positive, is_int
+from attncli.core.checks import UNBOUNDED, check_positive, is_int
 from attncli.core.rope import Rope
 from attncli.errors import AttnError, UsageError
 
@@ -29,7 +29,6 @@ Causal = bool | CausalAlign
 
 SIMILARITIES: tuple[Similarity, ...] = ("dot", "cosine")
 CAUSAL_ALIGNS: tuple[CausalAlign, ...] = ("top-left", "bottom-right")
-UNBOUNDED = -1  # a window side of -1 has no limit (FlashAttention's window_size)
 
 
 @dataclass(frozen=True, eq=False)

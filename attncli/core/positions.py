@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attncli.core.options import UNBOUNDED
+from attncli.core.checks import UNBOUNDED
 from attncli.core.rope import MAX_POSITION, POSITION_HINT, Rope, RopeScaling
 from attncli.errors import ShapeError, UsageError
 

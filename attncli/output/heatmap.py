@@ -40,7 +40,7 @@ class ViewStyle:
 
 def scale_text(top: float, precision: int, style: ViewStyle) -> str:
     """The top of a legend: '1', or '0.874 (the largest weight)'."""
-    from attncli.output.render import short
+    from attncli.output.blocks import short
 
     return f"{short(top, precision)} (the largest weight)" if style.scale_to_max else "1"
 
@@ -69,8 +69,8 @@ class Heatmap:
 
     def numbers(self):
         """Each weight as a number on its colour, in blocks of columns."""
+        from attncli.output.blocks import ColumnBlocks, fmt
         from attncli.output.palette import HeatCell
-        from attncli.output.render import ColumnBlocks, fmt
 
         allowed, top, signed = self.allowed, self.top, self.signed
         body = [
@@ -87,8 +87,8 @@ class Heatmap:
                               signed=self.signed, axes=self.axes)
 
     def legend(self, shades: bool):
+        from attncli.output.blocks import short
         from attncli.output.palette import Legend
-        from attncli.output.render import short
 
         if self.signed:
             return Legend(self.top, short(self.top, self.precision), shades=shades, signed=True)
@@ -153,7 +153,7 @@ def faint_note(weights: Any, top: float, precision: int) -> str:
     """A hint when every weight sits in the bottom fifth of a 0-1 scale (many keys share the attention)."""
     import numpy as np
 
-    from attncli.output.render import short
+    from attncli.output.blocks import short
 
     largest = float(np.max(weights)) if np.size(weights) else 0.0
     if top == 1.0 and largest < 0.2:

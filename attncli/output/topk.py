@@ -37,7 +37,7 @@ def top_table(weights: Any, rows: Sequence[Any], cols: Sequence[str], *, k: int,
     the weight's colour), and the rest ("0.41 in 13 keys")."""
     import numpy as np
 
-    from attncli.output.render import ColumnBlocks, fmt
+    from attncli.output.blocks import ColumnBlocks, fmt
 
     names = abbreviate([str(c) for c in cols], MAX_KEY_LABEL)
     order = top_keys(weights, allowed, k)

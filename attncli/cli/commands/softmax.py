@@ -156,8 +156,9 @@ def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
 
     from attncli.core.checks import check_positive
     from attncli.core.reference import softmax
+    from attncli.output.blocks import ColumnBlocks, fmt, short
     from attncli.output.palette import HeatCell
-    from attncli.output.render import ColumnBlocks, fmt, short, stack
+    from attncli.output.render import stack
     from attncli.output.summary import first_lines
 
     check_positive("temperature", temperature)

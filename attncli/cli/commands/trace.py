@@ -252,10 +252,10 @@ def query_grid(sel: Selection, precision: int, style: ViewStyle) -> Any:
     from rich.console import Group, RenderableType
     from rich.text import Text
 
+    from attncli.output.blocks import ColumnBlocks, fmt
     from attncli.output.heatmap import scale_text
     from attncli.output.labels import abbreviate, legend
     from attncli.output.palette import HeatCell, Legend
-    from attncli.output.render import ColumnBlocks, fmt
 
     w = sel.weights[:, :, 0, :]  # [layers, heads, keys]
     top = style.scale(w)
