@@ -12,8 +12,9 @@
    then what causal and a window spare: attn masked against attn full.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
 3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
-4. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
-   against a bare Typer app that imports numpy, median of many runs.
+4. Start-up, whole processes, median of many interleaved runs: ``attn --help``
+   against a bare Typer app; ``attn run``, ``attn softmax`` against a Typer
+   app that imports numpy and prints a Rich table (``--startup`` alone).
 
 Not part of the test suite; it takes a minute or two. ``--quick`` stops at
 n = 4096 and runs fewer start-ups; ``--shapes`` runs the shapes table alone.
@@ -40,7 +41,6 @@ sys.path.insert(0, str(ROOT))
 from attncli.core.api import attention_blocked  # noqa: E402  (after the path is set)
 
 BARE_APP = """\
-import numpy
 import typer
 
 app = typer.Typer()
@@ -49,6 +49,28 @@ app = typer.Typer()
 @app.command()
 def main(name: str = "world"):
     print(name)
+
+
+app()
+"""
+
+# issue 24's second yardstick: what any Typer tool that computes with numpy and prints a table pays.
+TABLE_APP = """\
+import numpy
+import typer
+
+app = typer.Typer()
+
+
+@app.command()
+def main(name: str = "world"):
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    table.add_column(name)
+    table.add_row(str(numpy.ones(3)))
+    Console().print(table)
 
 
 app()
@@ -363,26 +385,35 @@ def csv_reading(rows: int, d: int = 64) -> None:
 
 
 def startup(runs: int) -> None:
+    """Whole processes, interleaved: attn --help against a bare Typer app (its --help), and attn run,
+    explain and softmax against a Typer app that imports numpy and prints a Rich table."""
     print(f"\n## Start-up: median (min) of {runs} runs each, interleaved, milliseconds\n")
     with tempfile.TemporaryDirectory() as tmp:
-        bare = os.path.join(tmp, "bare.py")
+        bare, table = os.path.join(tmp, "bare.py"), os.path.join(tmp, "table.py")
         Path(bare).write_text(BARE_APP)
+        Path(table).write_text(TABLE_APP)
+        attn = [sys.executable, "-m", "attncli"]
         commands = {
-            "bare Typer + numpy app --help": [sys.executable, bare, "--help"],
-            "attn --help": [sys.executable, "-m", "attncli", "--help"],
-            "attn run samples/colors.yaml --format json":
-                [sys.executable, "-m", "attncli", "run", "samples/colors.yaml", "--format", "json"],
+            "bare Typer app --help": ([sys.executable, bare, "--help"], None),
+            "attn --help": ([*attn, "--help"], "bare Typer app --help"),
+            "Typer + numpy + Rich table app": ([sys.executable, table], None),
+            "attn run samples/colors.yaml -f json": ([*attn, "run", "samples/colors.yaml", "-f", "json"],
+                                                     "Typer + numpy + Rich table app"),
+            "attn run samples/colors.yaml -f table": ([*attn, "run", "samples/colors.yaml", "-f", "table"],
+                                                      "Typer + numpy + Rich table app"),
+            "attn softmax 1 2 3 -f json": ([*attn, "softmax", "1", "2", "3", "-f", "json"],
+                                           "Typer + numpy + Rich table app"),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(runs):
-            for name, command in commands.items():
+            for name, (command, _) in commands.items():
                 start = time.perf_counter()
                 subprocess.run(command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, check=True)
                 times[name].append(time.perf_counter() - start)
-        floor = statistics.median(times["bare Typer + numpy app --help"])
         for name, ts in times.items():
-            median = statistics.median(ts)
-            print(f"{name:<45} {median * 1000:6.0f} ({min(ts) * 1000:4.0f})   {median / floor:.2f}× the bare app")
+            median, against = statistics.median(ts), commands[name][1]
+            ratio = f"   {median / statistics.median(times[against]):.2f}× {against}" if against else ""
+            print(f"{name:<40} {median * 1000:6.0f} ({min(ts) * 1000:4.0f}){ratio}")
 
 
 def _env() -> dict:
@@ -413,8 +444,12 @@ def main() -> None:
     parser.add_argument("--shapes", action="store_true",
                         help="only the table of the shapes models run, and what the mask spares")
     parser.add_argument("--no-flex", action="store_true", help="no FlexAttention column (it compiles for ~20 s a row)")
+    parser.add_argument("--startup", action="store_true", help="only the start-up table")
     args = parser.parse_args()
     machine()
+    if args.startup:
+        startup(5 if args.quick else 30)
+        return
     shapes(2 if args.quick else 3, flex=not args.no_flex)
     spared(6 if args.quick else 12)
     if args.shapes:

@@ -150,16 +150,11 @@ def _number(word: str, source: str | None = None, line: int | None = None) -> fl
 
 
 def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
-    """The weights and a table of every step: x, x/T, e^(x/T − max), weight."""
+    """The weights, and a table of every step (x, x/T, e^(x/T − max), weight) built only when shown."""
     import numpy as np
-    from rich.text import Text
 
     from attncli.core.checks import check_positive
     from attncli.core.reference import softmax
-    from attncli.output.blocks import ColumnBlocks, fmt, short
-    from attncli.output.palette import HeatCell
-    from attncli.output.render import stack
-    from attncli.output.summary import first_lines
 
     check_positive("temperature", temperature)
     largest = float(x.max())
@@ -168,31 +163,41 @@ def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
         # x/T − max(x/T) = (x − max x)/T: the same numbers, without inf − inf when x/T overflows
         shifted = (x - largest) / temperature if np.isfinite(largest) else scaled
     weights = softmax(shifted)
-    exps = np.exp(shifted) if np.isfinite(largest) else np.zeros_like(scaled)
-    peak = float(scaled.max())
-    total = float(exps.sum())
-    top = float(weights.max()) or 1.0
-    var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"  # what softmax is taken of
-    exp = f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}"  # this input's e^(x − max)
-    heads = ["x"] + ([var] if temperature != 1 else []) + [exp, "weight"]
-    body = []
-    shown, rest = first_lines(len(x))  # a table of 200,000 numbers is not read, and takes a minute to draw
-    for i in shown:
-        w = float(weights[i])
-        cells: list[str | HeatCell] = [fmt(x[i], precision)]
-        cells += [fmt(scaled[i], precision)] if temperature != 1 else []
-        cells += [fmt(exps[i], precision), HeatCell(fmt(w, precision), w / top)]
-        body.append((str(i + 1), cells))
-    note = Text.assemble(
-        ("softmax ", "bold"), f"of {len(x)} numbers",
-        f", temperature {temperature:g}" if temperature != 1 else "", "\n",
-        f"weight = e^({var} − max) / Σ e^({var} − max)",
-        f", max = {short(peak, precision)} (the largest {var})" if np.isfinite(peak) else "",
-        ": subtracting the largest number first changes nothing but keeps e^x from overflowing.",
-    )
-    total_line = Text(f"Σ {exp} = {fmt(total, precision)}; the weights sum to "
-                      f"{fmt(float(weights.sum()), precision)}.")
-    view = stack(note, ColumnBlocks(heads, body), rest, total_line)
+
+    def view() -> Any:
+        from rich.text import Text
+
+        from attncli.output.blocks import ColumnBlocks, fmt, short
+        from attncli.output.palette import HeatCell
+        from attncli.output.render import stack
+        from attncli.output.summary import first_lines
+
+        exps = np.exp(shifted) if np.isfinite(largest) else np.zeros_like(scaled)
+        peak = float(scaled.max())
+        total = float(exps.sum())
+        top = float(weights.max()) or 1.0
+        var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"  # what softmax is taken of
+        exp = f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}"  # this input's e^(x − max)
+        heads = ["x"] + ([var] if temperature != 1 else []) + [exp, "weight"]
+        body = []
+        shown, rest = first_lines(len(x))  # a table of 200,000 numbers is not read, and takes a minute to draw
+        for i in shown:
+            w = float(weights[i])
+            cells: list[str | HeatCell] = [fmt(x[i], precision)]
+            cells += [fmt(scaled[i], precision)] if temperature != 1 else []
+            cells += [fmt(exps[i], precision), HeatCell(fmt(w, precision), w / top)]
+            body.append((str(i + 1), cells))
+        note = Text.assemble(
+            ("softmax ", "bold"), f"of {len(x)} numbers",
+            f", temperature {temperature:g}" if temperature != 1 else "", "\n",
+            f"weight = e^({var} − max) / Σ e^({var} − max)",
+            f", max = {short(peak, precision)} (the largest {var})" if np.isfinite(peak) else "",
+            ": subtracting the largest number first changes nothing but keeps e^x from overflowing.",
+        )
+        total_line = Text(f"Σ {exp} = {fmt(total, precision)}; the weights sum to "
+                          f"{fmt(float(weights.sum()), precision)}.")
+        return stack(note, ColumnBlocks(heads, body), rest, total_line)
+
     data = {"input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf
             "temperature": temperature, "weights": weights}
     return Result(data, view, {"output": Emitted(weights[None, :])})
