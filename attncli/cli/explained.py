@@ -131,22 +131,31 @@ def softcap_section(page: Page) -> list[Any]:
             page.table(page.steps.capped, page.rows, page.key_cols, "soft-capped scores")]
 
 
+# The settings whose sentences have a place of their own above; any other setting's sentence
+# (a setting added later) is said where the logits are shown, so every setting is explained.
+PLACED = frozenset({"scale", "temperature", "similarity", "rope", "softcap", "window", "causal", "alibi_slopes",
+                    "bias", "sinks"})
+
+
 def mask_section(page: Page) -> list[Any]:
-    """When a mask, causal, a window, ALiBi or a bias changes the scores: which pairs
-    are forbidden, and the logits."""
+    """When a mask, causal, a window, ALiBi, a bias or another setting changes the
+    scores: which pairs are forbidden, and the logits."""
     import numpy as np
+
+    from attncli.core.options import said
 
     steps, options = page.steps, page.inputs.options
     last = steps.capped if steps.capped is not None else steps.scaled
     biased, alibi = options.bias is not None, options.uses_alibi
-    if steps.allowed is None and not biased and np.array_equal(steps.logits, last):
+    others = [s.explain for s in said(options, page.call) if s.explain and s.field not in PLACED]
+    if steps.allowed is None and not biased and not others and np.array_equal(steps.logits, last):
         return []
     parts = []
     if steps.allowed is not None:
         why = "".join(" " + s for s in (page.said("window"), None if page.inputs.masked else page.said("causal")) if s)
         parts.append(f"The mask forbids {int((~steps.allowed).sum())} of {steps.allowed.size} query–key pairs (–)."
                      f"{why} A forbidden pair's score becomes −∞, so softmax gives it weight 0.")
-    parts += [s for s in (page.said("alibi_slopes"), page.said("bias")) if s]
+    parts += [s for s in (page.said("alibi_slopes"), page.said("bias")) if s] + others
     shown = [name for name, used in (("mask", steps.allowed is not None), ("bias", biased), ("ALiBi", alibi)) if used]
     title = " and ".join(shown) or "mask"
     return [page.heading(title[0].upper() + title[1:], *parts),
