@@ -1,1 +1,1 @@
-"""One module per ``attn`` command; what they share is in ``attncli.cli`` (inputs, attention, outputs, describe, ...)."""
+"""One module per ``attn`` command; what commands share is in ``attncli.cli`` (inputs, attention, outputs, ...)."""
