@@ -35,15 +35,20 @@ MODULES = {_module(path): path for path in PACKAGE.rglob("*.py")}
 def _imports(path: Path) -> list[tuple[str, bool]]:
     """(module imported, whether only for type checking) for every attncli import in the file."""
     tree = ast.parse(path.read_text())
-    typing_only = {id(inner) for node in ast.walk(tree) if isinstance(node, ast.If)
-                   and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
-                   for stmt in node.body for inner in ast.walk(stmt)}
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING"
+        for stmt in node.body
+        for inner in ast.walk(stmt)
+    }
     found = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("attncli"):
             named = [f"{node.module}.{alias.name}" for alias in node.names]
             found += [(name, id(node) in typing_only) for name in named if name in MODULES] or [
-                (node.module, id(node) in typing_only)]
+                (node.module, id(node) in typing_only)
+            ]
         elif isinstance(node, ast.Import):
             found += [(alias.name, id(node) in typing_only) for alias in node.names if alias.name.startswith("attncli")]
     return found
@@ -57,14 +62,17 @@ def _layer(module: str) -> str:
 @pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) in ALLOWED))
 def test_a_layer_imports_only_the_layers_before_it(module):
     layer = _layer(module)
-    upward = [target for target, _ in _imports(MODULES[module])
-              if _layer(target) not in {layer, *ALLOWED[layer], *SHARED}]
+    upward = [
+        target for target, _ in _imports(MODULES[module]) if _layer(target) not in {layer, *ALLOWED[layer], *SHARED}
+    ]
     assert not upward, f"{module} imports {upward}, which {layer}/ may not (ARCHITECTURE.md)"
 
 
 def test_no_import_circles():
-    graph = {module: {target for target, typing_only in _imports(path) if not typing_only and target in MODULES}
-             for module, path in MODULES.items()}
+    graph = {
+        module: {target for target, typing_only in _imports(path) if not typing_only and target in MODULES}
+        for module, path in MODULES.items()
+    }
     circles = []
     index: dict[str, int] = {}
     low: dict[str, int] = {}

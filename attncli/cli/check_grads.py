@@ -10,7 +10,6 @@ from attncli.cli.emit import Emitted, Result
 from attncli.errors import AttnError, CheckFailed, UsageError
 
 if TYPE_CHECKING:
-
     from attncli.cli.attention import AttentionFlags
     from attncli.cli.inputs import Inputs
     from attncli.cli.options import Layout, ReadFlags
@@ -32,39 +31,57 @@ def grad_factors(given: list[str], factor: float) -> dict[str, float]:
         except ValueError:
             number = math.nan
         if name not in factors or not (math.isfinite(number) and number >= 0):
-            raise UsageError(f"--grad-factor {item}: expected NAME=F with NAME one of {', '.join(GRADIENTS)} "
-                             "and F a finite number ≥ 0")
+            raise UsageError(
+                f"--grad-factor {item}: expected NAME=F with NAME one of {', '.join(GRADIENTS)} "
+                "and F a finite number ≥ 0"
+            )
         factors[name] = number
     return factors
 
 
-def check_gradients(files: list[str], attention: AttentionFlags, reading: ReadFlags, layout: Layout,
-                    dout: str | None, factor: float, factors: dict[str, float], atol: float | None) -> Result:
+def check_gradients(
+    files: list[str],
+    attention: AttentionFlags,
+    reading: ReadFlags,
+    layout: Layout,
+    dout: str | None,
+    factor: float,
+    factors: dict[str, float],
+    atol: float | None,
+) -> Result:
     """``attn check --grad``: each gradient against the float64 backward pass, by the forward's rule."""
     from attncli.cli.inputs import output_gradient, read_inputs, to_layout
     from attncli.core.check import check_grads
 
     source = files[0]
     held, sources, files = read_gradients(files, reading)
-    grads = {name: (to_layout(held[name], layout) if name in ("dq", "dk", "dv") else held[name])
-             for name in GRADIENTS if name in held}
+    grads = {
+        name: (to_layout(held[name], layout) if name in ("dq", "dk", "dv") else held[name])
+        for name in GRADIENTS
+        if name in held
+    }
     if not {"dq", "dk", "dv"} <= set(grads):
         missing = ", ".join(name for name in ("dq", "dk", "dv") if name not in grads)
-        raise AttnError(f"the gradients have no {missing}", source=source,
-                        hint="an NPZ or safetensors bundle with dq, dk, dv (and dsinks, dbias), as attn grad writes")
+        raise AttnError(
+            f"the gradients have no {missing}",
+            source=source,
+            hint="an NPZ or safetensors bundle with dq, dk, dv (and dsinks, dbias), as attn grad writes",
+        )
     inputs = read_inputs(files, attention, reading.settings(), layout, wanted=("dout",))
     d_out = output_gradient(inputs, dout, reading.settings())
     for name in ("dsinks", "dbias"):  # the readers hold a vector as a 1×n matrix: the shape of what it is of
         given = getattr(inputs.options, name[1:])
         if name in grads and given is not None and grads[name].size == given.size:
             grads[name] = grads[name].reshape(given.shape)
-    verdicts = check_grads(grads, inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options,
-                           factors, atol)
+    verdicts = check_grads(
+        grads, inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options, factors, atol
+    )
     failed = [name for name, verdict in verdicts.items() if not verdict.passed]
     result = grads_result(source, inputs, verdicts, factor)
     if failed:
-        result.failure = CheckFailed(grad_failure(failed[0], verdicts[failed[0]], len(failed)),
-                                     source=sources.get(failed[0], source))
+        result.failure = CheckFailed(
+            grad_failure(failed[0], verdicts[failed[0]], len(failed)), source=sources.get(failed[0], source)
+        )
     return result
 
 
@@ -84,14 +101,21 @@ def read_gradients(files: list[str], reading: ReadFlags) -> tuple[dict, dict[str
     if "dq" in held or len(files) not in (4, 6):
         return held, {}, files[1:]
     sources = dict(zip(("dq", "dk", "dv"), files[:3], strict=True))
-    arrays = {name: read_named(f, reading.settings(), tensors=True, finite=False).matrix().values
-              for name, f in sources.items()}
+    arrays = {
+        name: read_named(f, reading.settings(), tensors=True, finite=False).matrix().values
+        for name, f in sources.items()
+    }
     return arrays, {name: source_name(f) for name, f in sources.items()}, files[3:]
 
 
 # Each gradient's last axes, as a position names them.
-GRADIENT_AXES = {"dq": ("head", "query", "column"), "dk": ("head", "key", "column"), "dv": ("head", "key", "column"),
-                 "dsinks": ("head",), "dbias": ("query", "key")}
+GRADIENT_AXES = {
+    "dq": ("head", "query", "column"),
+    "dk": ("head", "key", "column"),
+    "dv": ("head", "key", "column"),
+    "dsinks": ("head",),
+    "dbias": ("query", "key"),
+}
 
 
 def grad_position(name: str, index: tuple[int, ...]) -> str:
@@ -108,25 +132,37 @@ def grad_failure(name: str, verdict: Verdict, count: int) -> str:
     others = f" ({count - 1} more {'gradient disagrees' if count == 2 else 'gradients disagree'})" if count > 1 else ""
     if not math.isfinite(worst):
         return f"{name} holds a non-finite value at {where}{others}"
-    return (f"{name} disagrees with the reference: max |{name} - ref| = {worst:.3g} at {where} is more than the "
-            f"tolerance {verdict.tolerance:.3g} ({verdict.factor:g} × baseline error "
-            f"{verdict.max_baseline_error:.3g} + atol {verdict.atol:.3g}){others}")
+    return (
+        f"{name} disagrees with the reference: max |{name} - ref| = {worst:.3g} at {where} is more than the "
+        f"tolerance {verdict.tolerance:.3g} ({verdict.factor:g} × baseline error "
+        f"{verdict.max_baseline_error:.3g} + atol {verdict.atol:.3g}){others}"
+    )
 
 
 def grads_result(name: str, inputs: Inputs, verdicts: dict[str, Verdict], factor: float) -> Result:
     """JSON and the terminal view of a gradient check: one verdict per gradient, its worst cell and head."""
     passed = all(verdict.passed for verdict in verdicts.values())
     gradients = {
-        grad: {"passed": verdict.passed, "dtype": verdict.dtype,
-               "max_abs_error": json_number(verdict.max_error),
-               "max_rel_error": json_number(verdict.max_relative_error),
-               "worst": {"index": list(verdict.worst), "where": grad_position(grad, verdict.worst)},
-               "baseline_error": json_number(verdict.max_baseline_error), "factor": verdict.factor,
-               "atol": verdict.atol,
-               "tolerance": verdict.tolerance}
-        for grad, verdict in verdicts.items()}
-    data: dict[str, Any] = {"grads": name, "passed": passed, "verdict": "pass" if passed else "fail",
-                            "rule": "max|G - ref| <= factor * max|baseline - ref| + atol", "gradients": gradients}
+        grad: {
+            "passed": verdict.passed,
+            "dtype": verdict.dtype,
+            "max_abs_error": json_number(verdict.max_error),
+            "max_rel_error": json_number(verdict.max_relative_error),
+            "worst": {"index": list(verdict.worst), "where": grad_position(grad, verdict.worst)},
+            "baseline_error": json_number(verdict.max_baseline_error),
+            "factor": verdict.factor,
+            "atol": verdict.atol,
+            "tolerance": verdict.tolerance,
+        }
+        for grad, verdict in verdicts.items()
+    }
+    data: dict[str, Any] = {
+        "grads": name,
+        "passed": passed,
+        "verdict": "pass" if passed else "fail",
+        "rule": "max|G - ref| <= factor * max|baseline - ref| + atol",
+        "gradients": gradients,
+    }
 
     def view() -> Any:
         from rich.table import Table
@@ -134,17 +170,27 @@ def grads_result(name: str, inputs: Inputs, verdicts: dict[str, Verdict], factor
 
         from attncli.output.render import stack
 
-        header = Text.assemble(("attn check --grad ", "bold"), name, ": ",
-                               ("PASS" if passed else "FAIL", "bold green" if passed else "bold red"))
+        header = Text.assemble(
+            ("attn check --grad ", "bold"),
+            name,
+            ": ",
+            ("PASS" if passed else "FAIL", "bold green" if passed else "bold red"),
+        )
         table = Table(show_edge=False, pad_edge=False)
         for column in ("", "dtype", "max |G - ref|", "at", "tolerance", "within"):
             table.add_column(column, no_wrap=True)
         for grad, verdict in verdicts.items():
             ok = verdict.passed
-            table.add_row(grad, verdict.dtype, f"{verdict.max_error:.3g}", grad_position(grad, verdict.worst),
-                          f"{verdict.tolerance:.3g}", "yes" if ok else "NO", style=None if ok else "red")
+            table.add_row(
+                grad,
+                verdict.dtype,
+                f"{verdict.max_error:.3g}",
+                grad_position(grad, verdict.worst),
+                f"{verdict.tolerance:.3g}",
+                "yes" if ok else "NO",
+                style=None if ok else "red",
+            )
         return stack(header, table)
 
-    matrices = {"error": Emitted(inputs.to_file_layout(verdicts["dq"].error), inputs.q.row_labels,
-                                 inputs.q.col_labels)}
+    matrices = {"error": Emitted(inputs.to_file_layout(verdicts["dq"].error), inputs.q.row_labels, inputs.q.col_labels)}
     return Result(data, view, matrices)

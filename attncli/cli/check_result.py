@@ -26,9 +26,11 @@ def failure(verdict: Verdict) -> str:
     worst = verdict.error[verdict.worst]
     if not math.isfinite(worst):
         return f"holds a non-finite value at {where} (the reference is finite)"
-    return (f"disagrees with the reference: max |OUT - ref| = {worst:.3g} at {where} is more than the tolerance "
-            f"{verdict.tolerance:.3g} ({verdict.factor:g} × baseline error {verdict.max_baseline_error:.3g} "
-            f"+ atol {verdict.atol:.3g})")
+    return (
+        f"disagrees with the reference: max |OUT - ref| = {worst:.3g} at {where} is more than the tolerance "
+        f"{verdict.tolerance:.3g} ({verdict.factor:g} × baseline error {verdict.max_baseline_error:.3g} "
+        f"+ atol {verdict.atol:.3g})"
+    )
 
 
 OUTPUT_AXES = ("head", "query", "column")  # the last axes of an output [..., H, n_q, d_v]
@@ -37,16 +39,15 @@ OUTPUT_AXES = ("head", "query", "column")  # the last axes of an output [..., H,
 def position(index: tuple[int, ...], axes: tuple[str, ...] = OUTPUT_AXES) -> str:
     """'batch 0, head 3, query 5, column 2' for an index of an array whose last axes are
     ``axes`` (an output's, a gradient's); any axes before them are the batch."""
-    names = axes[-min(len(index), len(axes)):]
-    parts = [f"{name} {i}" for name, i in zip(names, index[-len(names):], strict=True)]
+    names = axes[-min(len(index), len(axes)) :]
+    parts = [f"{name} {i}" for name, i in zip(names, index[-len(names) :], strict=True)]
     lead = index[: len(index) - len(names)]
     if lead:
         parts.insert(0, f"batch {lead[0] if len(lead) == 1 else tuple(lead)}")
     return ", ".join(parts)
 
 
-def check_result(name: str, inputs: Inputs, verdict: Verdict, options: AttentionOptions,
-                 precision: int) -> Result:
+def check_result(name: str, inputs: Inputs, verdict: Verdict, options: AttentionOptions, precision: int) -> Result:
     """JSON, the terminal view and the arrays of one check."""
     from attncli.cli.describe import attention_data, call_of
 
@@ -61,8 +62,12 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
         "dtype": verdict.dtype,
         "max_abs_error": json_number(verdict.max_error),
         "max_rel_error": json_number(verdict.max_relative_error),
-        "worst": {"index": list(worst), "where": position(worst),
-                  "out": json_number(verdict.out[worst]), "reference": float(verdict.reference[worst])},
+        "worst": {
+            "index": list(worst),
+            "where": position(worst),
+            "out": json_number(verdict.out[worst]),
+            "reference": float(verdict.reference[worst]),
+        },
         "baseline_error": json_number(verdict.max_baseline_error),
         "factor": verdict.factor,
         "atol": verdict.atol,
@@ -87,7 +92,10 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
 
         ok = verdict.passed
         header = Text.assemble(
-            ("attn check ", "bold"), name, ": ", ("PASS" if ok else "FAIL", "bold green" if ok else "bold red"),
+            ("attn check ", "bold"),
+            name,
+            ": ",
+            ("PASS" if ok else "FAIL", "bold green" if ok else "bold red"),
             f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {inputs.layout.value})\n",
             settings_line(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
             "\n",
@@ -96,18 +104,30 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
             f"max relative error {verdict.max_relative_error:.3g} (of max |ref| {verdict.scale:.3g})\n",
             f"rule: max |OUT - ref| ≤ {verdict.factor:g} × max |baseline - ref| + atol = {verdict.factor:g} × "
             f"{verdict.max_baseline_error:.3g} + {verdict.atol:.3g} = {verdict.tolerance:.3g}\n",
-            ("baseline: naive attention in float64 summed in another order (blocked kernel)"
-             if verdict.dtype == "float64" else
-             f"baseline: naive attention in {verdict.dtype}, inputs and every step rounded to it"),
+            (
+                "baseline: naive attention in float64 summed in another order (blocked kernel)"
+                if verdict.dtype == "float64"
+                else f"baseline: naive attention in {verdict.dtype}, inputs and every step rounded to it"
+            ),
         )
         rows = _row_labels(by_head.shape[0], heads)
         grouped, columns = _query_columns(by_head.max(axis=-1).reshape(-1, by_head.shape[2]) / verdict.tolerance)
         return stack(
             header,
-            head_table(rows, by_head.max(axis=(-2, -1)).reshape(-1),
-                       _by_head(verdict.baseline_error).max(axis=(-2, -1)).reshape(-1), verdict.tolerance),
-            heatmap(grouped, rows, columns, precision=min(precision, 2), style=ViewStyle(hints=False),
-                    title="max |OUT - ref| / tolerance by head (down) and query (across): above 1 fails"),
+            head_table(
+                rows,
+                by_head.max(axis=(-2, -1)).reshape(-1),
+                _by_head(verdict.baseline_error).max(axis=(-2, -1)).reshape(-1),
+                verdict.tolerance,
+            ),
+            heatmap(
+                grouped,
+                rows,
+                columns,
+                precision=min(precision, 2),
+                style=ViewStyle(hints=False),
+                title="max |OUT - ref| / tolerance by head (down) and query (across): above 1 fails",
+            ),
         )
 
     matrices = {

@@ -31,5 +31,4 @@ from attncli.models.families import FAMILIES
 from attncli.models.loading import Model, load_model
 from attncli.models.running import Batch, Trace, sentence_embeddings, tokenize, trace
 
-__all__ = ["FAMILIES", "Batch", "Family", "Model", "Trace", "load_model", "sentence_embeddings", "tokenize",
-           "trace"]
+__all__ = ["FAMILIES", "Batch", "Family", "Model", "Trace", "load_model", "sentence_embeddings", "tokenize", "trace"]

@@ -80,13 +80,17 @@ class Tensors:
     def take(self, name: str, *shape: int) -> np.ndarray:
         """The tensor ``name``, which must have ``shape``."""
         if name not in self.names:
-            raise AttnError(f"no tensor {name!r}", source=self.source,
-                            hint=f"is this a {self.family.name} model? "
-                                 f"attn reads {self.family.architecture}'s parameters")
+            raise AttnError(
+                f"no tensor {name!r}",
+                source=self.source,
+                hint=f"is this a {self.family.name} model? attn reads {self.family.architecture}'s parameters",
+            )
         array = self.tensors[self.names[name]]
         if array.shape != shape:
-            raise ShapeError(f"tensor {name!r} is {shape_text(array.shape)} but config.json "
-                             f"implies {shape_text(shape)}", source=self.source)
+            raise ShapeError(
+                f"tensor {name!r} is {shape_text(array.shape)} but config.json implies {shape_text(shape)}",
+                source=self.source,
+            )
         return np.ascontiguousarray(array, dtype=np.float32)
 
     def linear(self, name: str, d_in: int, d_out: int) -> Linear:
@@ -99,8 +103,7 @@ class Tensors:
         return Norm(g=self.take(f"{name}.weight", d), b=self.take(f"{name}.bias", d))
 
 
-def whole_number(config: Mapping[str, Any], key: str, source: str | None,
-                 default: int | None = None) -> int:
+def whole_number(config: Mapping[str, Any], key: str, source: str | None, default: int | None = None) -> int:
     """A positive whole number from config.json (``default`` when the key is absent)."""
     value = config.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -119,5 +122,8 @@ def positive_number(config: Mapping[str, Any], key: str, source: str | None, def
 def check_heads(d_model: int, n_head: int, source: str | None, d_key: str, n_key: str) -> None:
     """The model width must split into the heads (named as config.json names them)."""
     if d_model % n_head:
-        raise ShapeError(f"{d_key} {d_model} does not split into {n_head} heads", source=source,
-                         hint=f"{d_key} must be a multiple of {n_key}")
+        raise ShapeError(
+            f"{d_key} {d_model} does not split into {n_head} heads",
+            source=source,
+            hint=f"{d_key} must be a multiple of {n_key}",
+        )

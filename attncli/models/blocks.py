@@ -70,5 +70,8 @@ def relu(x: np.ndarray) -> np.ndarray:
 
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {  # config.json's name -> function
-    "gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu,
+    "gelu": gelu,
+    "gelu_new": gelu_tanh,
+    "gelu_pytorch_tanh": gelu_tanh,
+    "relu": relu,
 }

@@ -70,8 +70,7 @@ def cached_snapshot(name: str, cache: Path | None = None) -> Path | None:
         snapshot = repo / "snapshots" / ref.read_text().strip()
         if snapshot.is_dir():
             return snapshot
-    snapshots = sorted((s for s in (repo / "snapshots").iterdir() if s.is_dir()),
-                       key=lambda s: s.stat().st_mtime)
+    snapshots = sorted((s for s in (repo / "snapshots").iterdir() if s.is_dir()), key=lambda s: s.stat().st_mtime)
     return snapshots[-1] if snapshots else None
 
 
@@ -84,13 +83,18 @@ def find_model(name: str | None) -> Path:
     if path.is_dir():
         return path
     if path.exists():
-        raise AttnError("is a file, not a model folder", source=name,
-                        hint="give the folder that holds config.json and model.safetensors")
+        raise AttnError(
+            "is a file, not a model folder",
+            source=name,
+            hint="give the folder that holds config.json and model.safetensors",
+        )
     snapshot = cached_snapshot(name)
     if snapshot is None:
-        raise AttnError(f"no model folder, and no model of that name in {hf_cache()}", source=name,
-                        hint="attn never downloads: give a folder with config.json, "
-                             "model.safetensors and vocab.txt")
+        raise AttnError(
+            f"no model folder, and no model of that name in {hf_cache()}",
+            source=name,
+            hint="attn never downloads: give a folder with config.json, model.safetensors and vocab.txt",
+        )
     return snapshot
 
 
@@ -103,8 +107,7 @@ def _require_extra() -> None:
         try:
             __import__(module)
         except ImportError:
-            raise AttnError(f"running a model needs {module}, from the 'models' extra",
-                            hint=EXTRA_HINT) from None
+            raise AttnError(f"running a model needs {module}, from the 'models' extra", hint=EXTRA_HINT) from None
 
 
 def _parse_json(path: Path) -> Any:
@@ -123,9 +126,11 @@ def _read_json(path: Path, required: bool = False) -> dict:
     """A JSON object from the model folder ({} for an optional file that is absent)."""
     if not path.is_file():
         if required:
-            raise AttnError(f"not a model folder: no {path.name}", source=str(path.parent),
-                            hint="a model folder holds config.json, model.safetensors "
-                                 "and vocab.txt or tokenizer.json")
+            raise AttnError(
+                f"not a model folder: no {path.name}",
+                source=str(path.parent),
+                hint="a model folder holds config.json, model.safetensors and vocab.txt or tokenizer.json",
+            )
         return {}
     data = _parse_json(path)
     if not isinstance(data, dict):
@@ -150,9 +155,11 @@ def read_params(folder: Path, family: Family[Any, Any], config: ModelConfig) -> 
     path = folder / "model.safetensors"
     if not path.is_file():
         other = next((f.name for f in sorted(folder.glob("*.bin")) if f.is_file()), None)
-        raise AttnError("no model.safetensors", source=str(folder),
-                        hint=f"{other} is a PyTorch pickle, which attn does not read; "
-                             "convert it to safetensors" if other else None)
+        raise AttnError(
+            "no model.safetensors",
+            source=str(folder),
+            hint=f"{other} is a PyTorch pickle, which attn does not read; convert it to safetensors" if other else None,
+        )
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError, TypeError) as e:
@@ -174,8 +181,10 @@ def read_tokenizer(folder: Path) -> Any:
             settings = _read_json(folder / "tokenizer_config.json")
             lowercase = settings.get("do_lower_case", True)
             if not isinstance(lowercase, bool):
-                raise AttnError(f"do_lower_case must be true or false, got {lowercase!r}",
-                                source=str(folder / "tokenizer_config.json"))
+                raise AttnError(
+                    f"do_lower_case must be true or false, got {lowercase!r}",
+                    source=str(folder / "tokenizer_config.json"),
+                )
             tokenizer = BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=lowercase)._tokenizer
         else:
             raise AttnError("no tokenizer: neither tokenizer.json nor vocab.txt", source=str(folder))
@@ -210,11 +219,19 @@ def _read_modules(folder: Path) -> list:
 
 def read_files(folder: Path) -> list[Path]:
     """Every file of a model folder that ``load_model`` may read."""
-    names = ["config.json", "sentence_bert_config.json", "modules.json", "model.safetensors",
-             "tokenizer.json", "vocab.txt", "tokenizer_config.json"]
+    names = [
+        "config.json",
+        "sentence_bert_config.json",
+        "modules.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "vocab.txt",
+        "tokenizer_config.json",
+    ]
     pooling = [str(m.get("path") or "") for m in _read_modules(folder) if isinstance(m, dict)]
-    return [folder / name for name in names] + [folder / path / "config.json" for path in ["1_Pooling", *pooling]
-                                                if path]
+    return [folder / name for name in names] + [
+        folder / path / "config.json" for path in ["1_Pooling", *pooling] if path
+    ]
 
 
 def load_model(name: str | os.PathLike[str] | None = None) -> Model:
@@ -228,6 +245,14 @@ def load_model(name: str | os.PathLike[str] | None = None) -> Model:
         longest = whole_number(st_config, "max_seq_length", str(folder / "sentence_bert_config.json"))
         max_tokens = min(longest, max_tokens)
     pooling, normalise = read_pooling(folder)
-    return Model(name=str(name or folder), path=folder, family=family, config=config,
-                 params=read_params(folder, family, config), tokenizer=read_tokenizer(folder),
-                 max_tokens=max_tokens, pooling=pooling, normalise=normalise)
+    return Model(
+        name=str(name or folder),
+        path=folder,
+        family=family,
+        config=config,
+        params=read_params(folder, family, config),
+        tokenizer=read_tokenizer(folder),
+        max_tokens=max_tokens,
+        pooling=pooling,
+        normalise=normalise,
+    )

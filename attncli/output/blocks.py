@@ -98,8 +98,10 @@ class ColumnBlocks:
     def widths(self, console: Console) -> tuple[int, list[int]]:
         """The label column's width and each column's, as this console shows them."""
         label = max([_width(label, console) for label, _ in self.body] + [0])
-        return label, [max([_width(name, console)] + [_width(cells[j], console) for _, cells in self.body])
-                       for j, name in enumerate(self.cols)]
+        return label, [
+            max([_width(name, console)] + [_width(cells[j], console) for _, cells in self.body])
+            for j, name in enumerate(self.cols)
+        ]
 
     @staticmethod
     def blocks(label: int, widths: list[int], width: int) -> list[range]:

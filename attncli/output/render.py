@@ -37,8 +37,9 @@ def heatmap(
     query. Pairs the mask forbids (``allowed`` False) show as a dim dash."""
     from attncli.output.heatmap import Heatmap, ViewStyle
 
-    return _titled(title, Heatmap(weights, rows, cols, precision=precision, allowed=allowed,
-                                  style=style or ViewStyle()))
+    return _titled(
+        title, Heatmap(weights, rows, cols, precision=precision, allowed=allowed, style=style or ViewStyle())
+    )
 
 
 def number_table(
@@ -53,8 +54,9 @@ def number_table(
     into blocks of columns when it is wider than the terminal. A big matrix
     shows its first rows and columns (``summary.shown_part``)."""
     part = shown_part(values, rows, cols)
-    body = [(label, [fmt(x, precision) for x in row])
-            for label, row in zip(part.rows, part.values.tolist(), strict=True)]
+    body = [
+        (label, [fmt(x, precision) for x in row]) for label, row in zip(part.rows, part.values.tolist(), strict=True)
+    ]
     table = ColumnBlocks(part.cols, body)
     return _titled(title, Group(table, part.note) if part.note else table)
 
@@ -85,8 +87,10 @@ def swatched(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | No
     """Row labels with a swatch beside each, when the rows are colours."""
     if colours is None:
         return list(labels)
-    return [IfColour(Text.assemble(swatch(rgb), " ", printable(label)), terminal.label(label))
-            for label, rgb in zip(labels, colours, strict=True)]
+    return [
+        IfColour(Text.assemble(swatch(rgb), " ", printable(label)), terminal.label(label))
+        for label, rgb in zip(labels, colours, strict=True)
+    ]
 
 
 def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, int]] | None) -> list[Label]:
@@ -94,8 +98,10 @@ def swatched_headers(labels: Sequence[str], colours: Sequence[tuple[int, int, in
     if colours is None:
         return list(labels)
     shown = [printable(label) for label in labels]
-    return [IfColour(Text.assemble(name, "\n", swatch(rgb, max(len(name), 2))), terminal.label(label))
-            for name, label, rgb in zip(shown, labels, colours, strict=True)]
+    return [
+        IfColour(Text.assemble(name, "\n", swatch(rgb, max(len(name), 2))), terminal.label(label))
+        for name, label, rgb in zip(shown, labels, colours, strict=True)
+    ]
 
 
 def bar(x: float, width: int = 20) -> Text:
@@ -131,8 +137,13 @@ def lookup_table(
     for i in shown:
         key = keys[i]
         cells = [fmt(float(x), precision) for x in values.values[i]] if values is not None else []
-        table.add_row(terminal.label(key), fmt(float(scores[i]), precision), f"{weights[i]:.{precision}f}",
-                      bar(float(weights[i])), *cells)
+        table.add_row(
+            terminal.label(key),
+            fmt(float(scores[i]), precision),
+            f"{weights[i]:.{precision}f}",
+            bar(float(weights[i])),
+            *cells,
+        )
     title = Text.assemble(("query ", "bold"), (printable(query), "bold cyan"))
     parts: list[RenderableType] = [title, table, *([rest] if rest else [])]
     if output is not None:

@@ -30,13 +30,24 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
-    "FORMATS", "Bundle", "Choice", "Format", "Input", "Matrix", "NotABundle", "TextSettings",
-    "detect", "detect_format", "read_bundle", "read_input", "read_matrix", "sniff",
+    "FORMATS",
+    "Bundle",
+    "Choice",
+    "Format",
+    "Input",
+    "Matrix",
+    "NotABundle",
+    "TextSettings",
+    "detect",
+    "detect_format",
+    "read_bundle",
+    "read_input",
+    "read_matrix",
+    "sniff",
 ]
 
 # Imported on first use, so that naming a reader's type (attn --help) loads no reader.
-_LAZY = {name: "attncli.readers.base" for name in ("Bundle", "Choice", "Input", "Matrix", "NotABundle",
-                                                    "TextSettings")}
+_LAZY = {name: "attncli.readers.base" for name in ("Bundle", "Choice", "Input", "Matrix", "NotABundle", "TextSettings")}
 
 
 def __getattr__(name: str) -> Any:

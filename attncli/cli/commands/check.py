@@ -39,45 +39,77 @@ Examples:
   attn check --grad dq.npy dk.npy dv.npy q.npy k.npy v.npy --dout dout.npy
 """
 
+
 @attention_options()
 @read_options()
-@output_options(emit=("error", "reference"), pictures=("svg", "html"),
-                emit_help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|, the default) or the "
-                          "reference output.")
+@output_options(
+    emit=("error", "reference"),
+    pictures=("svg", "html"),
+    emit_help="The array csv/tsv/npy/npz/safetensors write: error (|OUT - ref|, the default) or the reference output.",
+)
 def check(
-    files: Annotated[list[str], typer.Argument(
-        metavar="OUT [Q K V | BUNDLE]", show_default=False,
-        help="OUT, the output a kernel computed (NPY, NPZ or safetensors; float16, bfloat16, float32 or "
-             "float64; (batch, heads, seq, dim) or any rank, as Q), then three files Q K V or one bundle, "
-             "as for 'attn run'.",
-    ), READS],
+    files: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="OUT [Q K V | BUNDLE]",
+            show_default=False,
+            help="OUT, the output a kernel computed (NPY, NPZ or safetensors; float16, bfloat16, float32 or "
+            "float64; (batch, heads, seq, dim) or any rank, as Q), then three files Q K V or one bundle, "
+            "as for 'attn run'.",
+        ),
+        READS,
+    ],
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
     layout: LayoutOption = Layout.bhsd,
-    factor: Annotated[float, typer.Option(
-        "--factor", metavar="F",
-        help="OUT may be F times as far from the reference as the naive baseline in OUT's dtype is (plus --atol).",
-    )] = 2.0,
-    atol: Annotated[float | None, typer.Option(
-        "--atol", metavar="A", show_default=False,
-        help="Absolute slack added to the tolerance. Default: 2 units in the last place of OUT's dtype at the "
-             "largest |reference| value.",
-    )] = None,
+    factor: Annotated[
+        float,
+        typer.Option(
+            "--factor",
+            metavar="F",
+            help="OUT may be F times as far from the reference as the naive baseline in OUT's dtype is (plus --atol).",
+        ),
+    ] = 2.0,
+    atol: Annotated[
+        float | None,
+        typer.Option(
+            "--atol",
+            metavar="A",
+            show_default=False,
+            help="Absolute slack added to the tolerance. Default: 2 units in the last place of OUT's dtype at the "
+            "largest |reference| value.",
+        ),
+    ] = None,
     out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
-    grad: Annotated[bool, typer.Option(
-        "--grad", help="Check gradients instead: OUT is an NPZ or safetensors bundle of dq, dk, dv (and dsinks, "
-                       "dbias), as 'attn grad -f npz' writes, or three files dQ dK dV, against attn's float64 "
-                       "backward pass for --dout.",
-    )] = False,
-    dout: Annotated[str | None, typer.Option(
-        "--dout", metavar="FILE", show_default=False,
-        help="With --grad: the output's gradient dO the kernel was given (or a bundle entry dout).",
-    ), READS] = None,
-    grad_factor: Annotated[list[str] | None, typer.Option(
-        "--grad-factor", metavar="NAME=F", show_default=False,
-        help="With --grad: one gradient's factor, e.g. dq=160 (PyTorch's SDPA tests); default --factor for each.",
-    )] = None,
+    grad: Annotated[
+        bool,
+        typer.Option(
+            "--grad",
+            help="Check gradients instead: OUT is an NPZ or safetensors bundle of dq, dk, dv (and dsinks, "
+            "dbias), as 'attn grad -f npz' writes, or three files dQ dK dV, against attn's float64 "
+            "backward pass for --dout.",
+        ),
+    ] = False,
+    dout: Annotated[
+        str | None,
+        typer.Option(
+            "--dout",
+            metavar="FILE",
+            show_default=False,
+            help="With --grad: the output's gradient dO the kernel was given (or a bundle entry dout).",
+        ),
+        READS,
+    ] = None,
+    grad_factor: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--grad-factor",
+            metavar="NAME=F",
+            show_default=False,
+            help="With --grad: one gradient's factor, e.g. dq=160 (PyTorch's SDPA tests); default --factor for each.",
+        ),
+    ] = None,
 ) -> Result:
     """Check a kernel's attention output against attn's float64 reference.
 
@@ -97,19 +129,22 @@ def check(
 
     counted = f"got {len(files)} {'file' if len(files) == 1 else 'files'}"
     if grad and len(files) not in (2, 4, 6):
-        raise UsageError(f"expected the gradients (one bundle, or dQ dK dV) and one bundle or three files Q K V, "
-                         f"{counted}")
+        raise UsageError(
+            f"expected the gradients (one bundle, or dQ dK dV) and one bundle or three files Q K V, {counted}"
+        )
     if not grad and len(files) not in (2, 4):
         raise UsageError(f"expected OUT and one bundle, or OUT and three files Q K V, {counted}")
     for name, value in (("--factor", factor), ("--atol", atol)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a finite number ≥ 0, got {value}")
     if grad:
-        return check_gradients(files, attention, reading, layout, dout, factor,
-                               grad_factors(grad_factor or [], factor), atol)
+        return check_gradients(
+            files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor), atol
+        )
     if dout is not None or grad_factor:
-        raise UsageError(f"{'--dout' if dout is not None else '--grad-factor'} is for checking gradients",
-                         hint="add --grad")
+        raise UsageError(
+            f"{'--dout' if dout is not None else '--grad-factor'} is for checking gradients", hint="add --grad"
+        )
     out_source = open_input(files[0])
     kernel_out = read_matrix(out_source, tensors=True, finite=False)  # NaN in OUT is a finding, not bad data
     inputs = read_inputs(files[1:], attention, reading.settings(), layout)
@@ -135,8 +170,10 @@ def check_shape(out: np.ndarray, inputs: Inputs) -> None:
     expected = lead + (q.shape[-2], v.shape[-1])
     if tuple(out.shape) != expected:
         shown = (shape_text(layout_shape(shape, inputs.layout)) for shape in (tuple(out.shape), expected))
-        raise ShapeError("OUT is {} but the output of Q, K and V is {}".format(*shown),
-                         hint="the same inputs, options and layout as the kernel's")
+        raise ShapeError(
+            "OUT is {} but the output of Q, K and V is {}".format(*shown),
+            hint="the same inputs, options and layout as the kernel's",
+        )
 
 
 COMMAND = CommandSpec(check, EXAMPLES)
