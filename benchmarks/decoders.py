@@ -67,8 +67,17 @@ def _env() -> dict:
 def whole_process(gguf: Path, runs: int) -> None:
     print(f"\n## The whole process: 20 tokens, median (min) of {runs} runs, seconds\n")
     commands = {
-        "attn trace TEXT -m GGUF -f json": [sys.executable, "-m", "attncli", "trace", TEXT, "-m", str(gguf),
-                                            "-f", "json"],
+        "attn trace TEXT -m GGUF -f json": [
+            sys.executable,
+            "-m",
+            "attncli",
+            "trace",
+            TEXT,
+            "-m",
+            str(gguf),
+            "-f",
+            "json",
+        ],
         "python: load_model + decode": [sys.executable, "-c", API, str(gguf), TEXT],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -135,11 +144,15 @@ def forward_alone(gguf: Path, runs: int) -> None:
             times[name].append(time.perf_counter() - start)
     base = statistics.median(times["attn, every weight kept (1 BLAS thread)"])
     for name, ts in times.items():
-        print(f"{name:<48} {statistics.median(ts) * 1000:7.1f} ({min(ts) * 1000:6.1f})   "
-              f"{statistics.median(ts) / base:.2f}×")
+        print(
+            f"{name:<48} {statistics.median(ts) * 1000:7.1f} ({min(ts) * 1000:6.1f})   "
+            f"{statistics.median(ts) / base:.2f}×"
+        )
     d = decode(model, TEXT)
-    print(f"\nnext token: {d.next[0].tokens[0]!r} ({d.next[0].probabilities[0]:.3f}); "
-          f"weights {d.weights.shape}, {d.weights.nbytes / 2**10:.0f} KiB; numpy {np.__version__}")
+    print(
+        f"\nnext token: {d.next[0].tokens[0]!r} ({d.next[0].probabilities[0]:.3f}); "
+        f"weights {d.weights.shape}, {d.weights.nbytes / 2**10:.0f} KiB; numpy {np.__version__}"
+    )
 
 
 def _transformers(gguf: Path, ids: list[int]):
@@ -149,8 +162,9 @@ def _transformers(gguf: Path, ids: list[int]):
         from transformers import AutoModelForCausalLM
     except ImportError:
         return None
-    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, attn_implementation="eager",
-                                                 dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        gguf.parent, gguf_file=gguf.name, attn_implementation="eager", dtype=torch.float32
+    )
     tokens = torch.tensor(ids)[None]
     print(f"(transformers: torch {torch.__version__}, {torch.get_num_threads()} threads)")
 
@@ -166,14 +180,24 @@ def peak_memory(gguf: Path, n: int) -> None:
     if "torch" in sys.modules:
         print("(torch is loaded here, and maybe in the child: measure in an environment without it)\n")
     for mode in ("load only", "one-layer"):
-        out = subprocess.run([sys.executable, "-c", PEAK, str(gguf), str(n), mode], cwd=ROOT, env=_env(),
-                             capture_output=True, text=True, check=True).stdout.split(maxsplit=4)
+        out = subprocess.run(
+            [sys.executable, "-c", PEAK, str(gguf), str(n), mode],
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split(maxsplit=4)
         tokens, loaded, peak, seconds, shape = int(out[0]), int(out[1]), int(out[2]), float(out[3]), out[4].strip()
-        print(f"{mode:<10} {tokens:,} tokens: after loading {loaded / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, "
-              f"{seconds:.1f} s, weights kept {shape}")
+        print(
+            f"{mode:<10} {tokens:,} tokens: after loading {loaded / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, "
+            f"{seconds:.1f} s, weights kept {shape}"
+        )
     every = 30 * 9 * n * n * 4
-    print(f"\n(every layer and head of {n:,} tokens would be 30 × 9 × {n:,}² × 4 bytes = {every / 2**30:.1f} GiB; "
-          "decode refuses a selection past 2 GiB, saying so)")
+    print(
+        f"\n(every layer and head of {n:,} tokens would be 30 × 9 × {n:,}² × 4 bytes = {every / 2**30:.1f} GiB; "
+        "decode refuses a selection past 2 GiB, saying so)"
+    )
 
 
 def main() -> None:

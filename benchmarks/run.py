@@ -12,8 +12,9 @@
    then what causal and a window spare: attn masked against attn full.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
 3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
-4. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
-   against a bare Typer app that imports numpy, median of many runs.
+4. Start-up, whole processes, median of many interleaved runs: ``attn --help``
+   against a bare Typer app; ``attn run``, ``attn softmax`` against a Typer
+   app that imports numpy and prints a Rich table (``--startup`` alone).
 
 Not part of the test suite; it takes a minute or two. ``--quick`` stops at
 n = 4096 and runs fewer start-ups; ``--shapes`` runs the shapes table alone.
@@ -40,7 +41,6 @@ sys.path.insert(0, str(ROOT))
 from attncli.core.api import attention_blocked  # noqa: E402  (after the path is set)
 
 BARE_APP = """\
-import numpy
 import typer
 
 app = typer.Typer()
@@ -49,6 +49,28 @@ app = typer.Typer()
 @app.command()
 def main(name: str = "world"):
     print(name)
+
+
+app()
+"""
+
+# issue 24's second yardstick: what any Typer tool that computes with numpy and prints a table pays.
+TABLE_APP = """\
+import numpy
+import typer
+
+app = typer.Typer()
+
+
+@app.command()
+def main(name: str = "world"):
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    table.add_column(name)
+    table.add_row(str(numpy.ones(3)))
+    Console().print(table)
 
 
 app()
@@ -114,8 +136,10 @@ def kernels(sizes: list[int], d: int = 64) -> None:
     rng = np.random.default_rng(0)
     for n in sizes:
         q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
-        contenders = {"attn": lambda q=q, k=k, v=v: attention_blocked(q, k, v),
-                      "seed": lambda q=q, k=k, v=v: seed_attention(q, k, v)}
+        contenders = {
+            "attn": lambda q=q, k=k, v=v: attention_blocked(q, k, v),
+            "seed": lambda q=q, k=k, v=v: seed_attention(q, k, v),
+        }
         if torch is not None:
             tq, tk, tv = (torch.from_numpy(m)[None] for m in (q, k, v))
             contenders["torch"] = lambda tq=tq, tk=tk, tv=tv: F.scaled_dot_product_attention(tq, tk, tv)[0].numpy()
@@ -130,8 +154,10 @@ def kernels(sizes: list[int], d: int = 64) -> None:
                 best[name] = min(best[name], seconds)
         diff = max(float(np.abs(out - outputs["attn"]).max()) for out in outputs.values())
         ours, seed, theirs = best["attn"], best["seed"], best.get("torch", math.nan)
-        print(f"{n:>6} | {ours:7.3f} | {seed:7.3f} | {theirs:7.3f} | {seed / ours:8.1f}× | "
-              f"{theirs / ours:9.1f}× | {diff:.1e}")
+        print(
+            f"{n:>6} | {ours:7.3f} | {seed:7.3f} | {theirs:7.3f} | {seed / ours:8.1f}× | "
+            f"{theirs / ours:9.1f}× | {diff:.1e}"
+        )
         del outputs
 
 
@@ -179,10 +205,14 @@ def shapes(rounds: int, flex: bool) -> None:
         torch = None
     rate = sgemm_rate()
     flex_note = "no torch" if torch is None else _flex_unavailable() if flex else "not run"
-    print(f"\n## Shapes models run: output only, float32, best of {rounds} to {MOST_ROUNDS} interleaved runs (sgemm "
-          f"{rate / 1e9:.0f} GFLOP/s; FlexAttention: {flex_note or 'torch.compile on the CPU, compile not timed'})\n")
-    print(f"{'case':<20} {'shape':<20} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'flex ms':>8} "
-          f"{'flex/attn':>9} {'sgemm':>6}  max |diff|")
+    print(
+        f"\n## Shapes models run: output only, float32, best of {rounds} to {MOST_ROUNDS} interleaved runs (sgemm "
+        f"{rate / 1e9:.0f} GFLOP/s; FlexAttention: {flex_note or 'torch.compile on the CPU, compile not timed'})\n"
+    )
+    print(
+        f"{'case':<20} {'shape':<20} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'flex ms':>8} "
+        f"{'flex/attn':>9} {'sgemm':>6}  max |diff|"
+    )
     print("-" * 112)
     rng = np.random.default_rng(0)
     for label, shape, h_kv, causal, window, extra in SHAPES:
@@ -197,9 +227,15 @@ def shapes(rounds: int, flex: bool) -> None:
             tq, tk, tv = (torch.from_numpy(m) for m in (q, k, v))
             mask = None if window is None else torch.from_numpy(allowed)
             contenders["torch"] = lambda tq=tq, tk=tk, tv=tv, mask=mask, c=causal and window is None: (
-                F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask, is_causal=c,
-                                               enable_gqa=tq.shape[-3] != tk.shape[-3] if tq.ndim == 4 else False)
-                .numpy())
+                F.scaled_dot_product_attention(
+                    tq,
+                    tk,
+                    tv,
+                    attn_mask=mask,
+                    is_causal=c,
+                    enable_gqa=tq.shape[-3] != tk.shape[-3] if tq.ndim == 4 else False,
+                ).numpy()
+            )
         if torch is not None and not flex_note and (window is not None or extra):
             contenders["flex"] = _flex(q, k, v, causal, window, extra)
             contenders["flex"]()  # compiles for this mask and score: not timed
@@ -216,8 +252,10 @@ def shapes(rounds: int, flex: bool) -> None:
         heads = math.prod(shape[:-2])
         useful = 4 * heads * int(allowed.sum()) * d
         ours, theirs, flexes = best["attn"], best.get("torch", math.nan), best.get("flex", math.nan)
-        print(f"{label:<20} {str(list(shape)):<20} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "
-              f"{_ms(flexes):>8} {_ratio(flexes / ours):>9} {useful / ours / rate:5.0%}  {diff}")
+        print(
+            f"{label:<20} {str(list(shape)):<20} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "
+            f"{_ms(flexes):>8} {_ratio(flexes / ours):>9} {useful / ours / rate:5.0%}  {diff}"
+        )
         del outputs
 
 
@@ -252,8 +290,10 @@ def spared(rounds: int) -> None:
             seconds_full, _ = timed(run_full)
             best_masked, best_full = min(best_masked, seconds_masked), min(best_full, seconds_full)
             ratios.append(seconds_masked / seconds_full)
-        print(f"{label:<12} {str(list(shape)):<12} {_ms(best_masked):>10} {_ms(best_full):>8} "
-              f"{best_masked / best_full:9.3f}× {statistics.median(ratios):16.3f}×")
+        print(
+            f"{label:<12} {str(list(shape)):<12} {_ms(best_masked):>10} {_ms(best_full):>8} "
+            f"{best_masked / best_full:9.3f}× {statistics.median(ratios):16.3f}×"
+        )
 
 
 def _ms(seconds: float) -> str:
@@ -330,12 +370,18 @@ def peak_memory(n: int, d: int = 64) -> None:
         # small Python process (no numpy) starts attn and reads its peak.
         measured = subprocess.run(
             [sys.executable, "-c", PEAK_OF_CHILD, out, sys.executable, "-m", "attncli", "run", *files, "-f", "npy"],
-            cwd=ROOT, env=_env(), capture_output=True, text=True, check=True,
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=True,
         )
         elapsed = time.perf_counter() - start
         ok = np.load(out).shape == (n, d)
-        print(f"max RSS {int(measured.stdout) / 1024:.0f} MiB in {elapsed:.2f} s "
-              f"({'ok' if ok else 'FAILED'}; the full {n}×{n} float32 weights alone: {n * n * 4 / 2**30:.1f} GiB)")
+        print(
+            f"max RSS {int(measured.stdout) / 1024:.0f} MiB in {elapsed:.2f} s "
+            f"({'ok' if ok else 'FAILED'}; the full {n}×{n} float32 weights alone: {n * n * 4 / 2**30:.1f} GiB)"
+        )
 
 
 def csv_reading(rows: int, d: int = 64) -> None:
@@ -363,26 +409,41 @@ def csv_reading(rows: int, d: int = 64) -> None:
 
 
 def startup(runs: int) -> None:
+    """Whole processes, interleaved: attn --help against a bare Typer app (its --help), and attn run,
+    explain and softmax against a Typer app that imports numpy and prints a Rich table."""
     print(f"\n## Start-up: median (min) of {runs} runs each, interleaved, milliseconds\n")
     with tempfile.TemporaryDirectory() as tmp:
-        bare = os.path.join(tmp, "bare.py")
+        bare, table = os.path.join(tmp, "bare.py"), os.path.join(tmp, "table.py")
         Path(bare).write_text(BARE_APP)
+        Path(table).write_text(TABLE_APP)
+        attn = [sys.executable, "-m", "attncli"]
         commands = {
-            "bare Typer + numpy app --help": [sys.executable, bare, "--help"],
-            "attn --help": [sys.executable, "-m", "attncli", "--help"],
-            "attn run samples/colors.yaml --format json":
-                [sys.executable, "-m", "attncli", "run", "samples/colors.yaml", "--format", "json"],
+            "bare Typer app --help": ([sys.executable, bare, "--help"], None),
+            "attn --help": ([*attn, "--help"], "bare Typer app --help"),
+            "Typer + numpy + Rich table app": ([sys.executable, table], None),
+            "attn run samples/colors.yaml -f json": (
+                [*attn, "run", "samples/colors.yaml", "-f", "json"],
+                "Typer + numpy + Rich table app",
+            ),
+            "attn run samples/colors.yaml -f table": (
+                [*attn, "run", "samples/colors.yaml", "-f", "table"],
+                "Typer + numpy + Rich table app",
+            ),
+            "attn softmax 1 2 3 -f json": (
+                [*attn, "softmax", "1", "2", "3", "-f", "json"],
+                "Typer + numpy + Rich table app",
+            ),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(runs):
-            for name, command in commands.items():
+            for name, (command, _) in commands.items():
                 start = time.perf_counter()
                 subprocess.run(command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, check=True)
                 times[name].append(time.perf_counter() - start)
-        floor = statistics.median(times["bare Typer + numpy app --help"])
         for name, ts in times.items():
-            median = statistics.median(ts)
-            print(f"{name:<45} {median * 1000:6.0f} ({min(ts) * 1000:4.0f})   {median / floor:.2f}× the bare app")
+            median, against = statistics.median(ts), commands[name][1]
+            ratio = f"   {median / statistics.median(times[against]):.2f}× {against}" if against else ""
+            print(f"{name:<40} {median * 1000:6.0f} ({min(ts) * 1000:4.0f}){ratio}")
 
 
 def _env() -> dict:
@@ -393,8 +454,18 @@ def _env() -> dict:
 
 def machine() -> None:
     print("# attn benchmarks")
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else "?"
+    )
     try:
         import torch
 
@@ -402,19 +473,26 @@ def machine() -> None:
     except ImportError:
         torch_version = "torch not installed"
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-    print(f"\n{cpu}, {len(os.sched_getaffinity(0))} cores; Python {platform.python_version()}, "
-          f"numpy {np.__version__} ({blas.get('name')} {blas.get('version')}), {torch_version}; "
-          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
+    print(
+        f"\n{cpu}, {len(os.sched_getaffinity(0))} cores; Python {platform.python_version()}, "
+        f"numpy {np.__version__} ({blas.get('name')} {blas.get('version')}), {torch_version}; "
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="n up to 4096, fewer start-up runs")
-    parser.add_argument("--shapes", action="store_true",
-                        help="only the table of the shapes models run, and what the mask spares")
+    parser.add_argument(
+        "--shapes", action="store_true", help="only the table of the shapes models run, and what the mask spares"
+    )
     parser.add_argument("--no-flex", action="store_true", help="no FlexAttention column (it compiles for ~20 s a row)")
+    parser.add_argument("--startup", action="store_true", help="only the start-up table")
     args = parser.parse_args()
     machine()
+    if args.startup:
+        startup(5 if args.quick else 30)
+        return
     shapes(2 if args.quick else 3, flex=not args.no_flex)
     spared(6 if args.quick else 12)
     if args.shapes:

@@ -44,48 +44,144 @@ LOGITS = 3  # the last positions whose logits are pinned
 GENERATED = 8  # SmolLM2's greedy continuation of the seed sentence, pinned
 VOCAB = 320  # the random models' vocabulary (the trained tokenizer's 300 ids fit)
 
-BASE = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "max_position_embeddings": 32, "rms_norm_eps": 1e-5, "hidden_act": "silu"}
+BASE = {
+    "vocab_size": VOCAB,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "max_position_embeddings": 32,
+    "rms_norm_eps": 1e-5,
+    "hidden_act": "silu",
+}
 CASES: dict[str, dict[str, Any]] = {
-    "gpt2": {"model_type": "gpt2", "vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 4,
-             "n_positions": 32, "n_inner": 64, "activation_function": "gelu_new", "layer_norm_epsilon": 1e-5},
-    "gpt2-inverse-layer": {"model_type": "gpt2", "vocab_size": VOCAB, "n_embd": 32, "n_layer": 2, "n_head": 2,
-                           "n_positions": 32, "layer_norm_epsilon": 1e-5, "scale_attn_by_inverse_layer_idx": True},
+    "gpt2": {
+        "model_type": "gpt2",
+        "vocab_size": VOCAB,
+        "n_embd": 32,
+        "n_layer": 2,
+        "n_head": 4,
+        "n_positions": 32,
+        "n_inner": 64,
+        "activation_function": "gelu_new",
+        "layer_norm_epsilon": 1e-5,
+    },
+    "gpt2-inverse-layer": {
+        "model_type": "gpt2",
+        "vocab_size": VOCAB,
+        "n_embd": 32,
+        "n_layer": 2,
+        "n_head": 2,
+        "n_positions": 32,
+        "layer_norm_epsilon": 1e-5,
+        "scale_attn_by_inverse_layer_idx": True,
+    },
     # every head its own K/V, no biases, rope_theta at the top (older config.json), its own output head
-    "llama": {**BASE, "model_type": "llama", "num_key_value_heads": 4, "rope_theta": 10000.0,
-              "rope_scaling": None, "tie_word_embeddings": False},
+    "llama": {
+        **BASE,
+        "model_type": "llama",
+        "num_key_value_heads": 4,
+        "rope_theta": 10000.0,
+        "rope_scaling": None,
+        "tie_word_embeddings": False,
+    },
     # grouped-query (4 over 2), q/k/v/o biases, head_dim 16 ≠ 32/4, rope_parameters (transformers ≥ 4.56), tied
-    "llama-gqa-bias": {**BASE, "model_type": "llama", "num_key_value_heads": 2, "head_dim": 16,
-                       "attention_bias": True, "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
-                       "tie_word_embeddings": True},
-    "mistral": {**BASE, "model_type": "mistral", "num_key_value_heads": 2, "sliding_window": 4,
-                "rope_theta": 10000.0, "tie_word_embeddings": False},
+    "llama-gqa-bias": {
+        **BASE,
+        "model_type": "llama",
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "attention_bias": True,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 500000.0},
+        "tie_word_embeddings": True,
+    },
+    "mistral": {
+        **BASE,
+        "model_type": "mistral",
+        "num_key_value_heads": 2,
+        "sliding_window": 4,
+        "rope_theta": 10000.0,
+        "tie_word_embeddings": False,
+    },
     # Qwen2: biases on q/k/v; layer 1 slides (max_window_layers 1)
-    "qwen2": {**BASE, "model_type": "qwen2", "num_key_value_heads": 2, "use_sliding_window": True,
-              "sliding_window": 3, "max_window_layers": 1, "rope_theta": 1000000.0, "tie_word_embeddings": True},
+    "qwen2": {
+        **BASE,
+        "model_type": "qwen2",
+        "num_key_value_heads": 2,
+        "use_sliding_window": True,
+        "sliding_window": 3,
+        "max_window_layers": 1,
+        "rope_theta": 1000000.0,
+        "tie_word_embeddings": True,
+    },
     # Llama 3.1's RoPE scaling, its original context shortened to 8 so that 12 tokens pass it
-    "llama-llama3-scaling": {**BASE, "model_type": "llama", "num_key_value_heads": 2, "rope_theta": 10000.0,
-                             "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
-                                              "high_freq_factor": 4.0, "original_max_position_embeddings": 8},
-                             "tie_word_embeddings": False},
+    "llama-llama3-scaling": {
+        **BASE,
+        "model_type": "llama",
+        "num_key_value_heads": 2,
+        "rope_theta": 10000.0,
+        "rope_scaling": {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8,
+        },
+        "tie_word_embeddings": False,
+    },
     # Qwen2.5's YaRN (factor 4 over an original context of 8: attention factor 0.1 ln 4 + 1)
-    "qwen2-yarn": {**BASE, "model_type": "qwen2", "num_key_value_heads": 2, "rope_theta": 10000.0,
-                   "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8},
-                   "tie_word_embeddings": True},
+    "qwen2-yarn": {
+        **BASE,
+        "model_type": "qwen2",
+        "num_key_value_heads": 2,
+        "rope_theta": 10000.0,
+        "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 8},
+        "tie_word_embeddings": True,
+    },
     # Qwen2 with layer_types: layer 0 slides
-    "qwen2-layer-types": {**BASE, "model_type": "qwen2", "num_key_value_heads": 1, "use_sliding_window": True,
-                          "sliding_window": 5, "layer_types": ["sliding_attention", "full_attention"],
-                          "tie_word_embeddings": False},
+    "qwen2-layer-types": {
+        **BASE,
+        "model_type": "qwen2",
+        "num_key_value_heads": 1,
+        "use_sliding_window": True,
+        "sliding_window": 5,
+        "layer_types": ["sliding_attention", "full_attention"],
+        "tie_word_embeddings": False,
+    },
 }
 GEMMA: dict[str, dict[str, Any]] = {
-    "gemma2": {"model_type": "gemma2", "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
-               "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-               "query_pre_attn_scalar": 24, "sliding_window": 4, "attn_logit_softcapping": 2.0,
-               "final_logit_softcapping": 30.0, "max_position_embeddings": 32, "rope_theta": 10000.0},
-    "gemma3_text": {"model_type": "gemma3_text", "vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
-                    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 16,
-                    "query_pre_attn_scalar": 20, "sliding_window": 3, "sliding_window_pattern": 3,
-                    "max_position_embeddings": 32, "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0},
+    "gemma2": {
+        "model_type": "gemma2",
+        "vocab_size": VOCAB,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "head_dim": 16,
+        "query_pre_attn_scalar": 24,
+        "sliding_window": 4,
+        "attn_logit_softcapping": 2.0,
+        "final_logit_softcapping": 30.0,
+        "max_position_embeddings": 32,
+        "rope_theta": 10000.0,
+    },
+    "gemma3_text": {
+        "model_type": "gemma3_text",
+        "vocab_size": VOCAB,
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "num_hidden_layers": 3,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 1,
+        "head_dim": 16,
+        "query_pre_attn_scalar": 20,
+        "sliding_window": 3,
+        "sliding_window_pattern": 3,
+        "max_position_embeddings": 32,
+        "rope_theta": 1000000.0,
+        "rope_local_base_freq": 10000.0,
+    },
 }
 # Gemma 3 4B's linear RoPE scaling (factor 8): its full layers only
 GEMMA["gemma3-scaled"] = {**GEMMA["gemma3_text"], "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
@@ -118,8 +214,12 @@ def random_tensors(name: str) -> dict[str, np.ndarray]:
         t["transformer.wte.weight"], t["transformer.wpe.weight"] = r(VOCAB, d), r(32, d)
         for i in range(config["n_layer"]):
             p = f"transformer.h.{i}"
-            for part, d_in, d_out in (("attn.c_attn", d, 3 * d), ("attn.c_proj", d, d), ("mlp.c_fc", d, d_ff),
-                                      ("mlp.c_proj", d_ff, d)):
+            for part, d_in, d_out in (
+                ("attn.c_attn", d, 3 * d),
+                ("attn.c_proj", d, d),
+                ("mlp.c_fc", d, d_ff),
+                ("mlp.c_proj", d_ff, d),
+            ):
                 t[f"{p}.{part}.weight"], t[f"{p}.{part}.bias"] = r(d_in, d_out), r(d_out, scale=0.1)
             for ln in ("ln_1", "ln_2"):
                 t[f"{p}.{ln}.weight"], t[f"{p}.{ln}.bias"] = norm(d), r(d, scale=0.1)
@@ -128,13 +228,20 @@ def random_tensors(name: str) -> dict[str, np.ndarray]:
     d, d_ff, n_head = config["hidden_size"], config["intermediate_size"], config["num_attention_heads"]
     head_dim = config.get("head_dim") or d // n_head
     n_kv = config.get("num_key_value_heads", n_head)
-    bias = {"q": True, "k": True, "v": True, "o": False} if config["model_type"] == "qwen2" else \
-        dict.fromkeys("qkvo", bool(config.get("attention_bias")))
+    bias = (
+        {"q": True, "k": True, "v": True, "o": False}
+        if config["model_type"] == "qwen2"
+        else dict.fromkeys("qkvo", bool(config.get("attention_bias")))
+    )
     t["model.embed_tokens.weight"] = r(VOCAB, d)
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}"
-        for x, d_out, d_in in (("q", n_head * head_dim, d), ("k", n_kv * head_dim, d), ("v", n_kv * head_dim, d),
-                               ("o", d, n_head * head_dim)):
+        for x, d_out, d_in in (
+            ("q", n_head * head_dim, d),
+            ("k", n_kv * head_dim, d),
+            ("v", n_kv * head_dim, d),
+            ("o", d, n_head * head_dim),
+        ):
             t[f"{p}.self_attn.{x}_proj.weight"] = r(d_out, d_in)
             if bias[x]:
                 t[f"{p}.self_attn.{x}_proj.bias"] = r(d_out, scale=0.2)
@@ -147,15 +254,20 @@ def random_tensors(name: str) -> dict[str, np.ndarray]:
     return t
 
 
-def write_folder(folder: Path, name: str, tensors: dict[str, np.ndarray] | None = None,
-                 tokenizer: Any = None, **changes: Any) -> Path:
+def write_folder(
+    folder: Path, name: str, tensors: dict[str, np.ndarray] | None = None, tokenizer: Any = None, **changes: Any
+) -> Path:
     """A Hugging Face folder of a case: config.json (with ``changes``), model.safetensors (and tokenizer.json)."""
     from safetensors.numpy import save_file
 
     folder.mkdir(parents=True, exist_ok=True)
     config = {**CASES[name], **changes}
-    architecture = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM", "mistral": "MistralForCausalLM",
-                    "qwen2": "Qwen2ForCausalLM"}[config["model_type"]]
+    architecture = {
+        "gpt2": "GPT2LMHeadModel",
+        "llama": "LlamaForCausalLM",
+        "mistral": "MistralForCausalLM",
+        "qwen2": "Qwen2ForCausalLM",
+    }[config["model_type"]]
     (folder / "config.json").write_text(json.dumps({"architectures": [architecture], **config}, indent=1))
     save_file(random_tensors(name) if tensors is None else tensors, str(folder / "model.safetensors"))
     if tokenizer is not None:
@@ -163,8 +275,13 @@ def write_folder(folder: Path, name: str, tensors: dict[str, np.ndarray] | None 
     return folder
 
 
-TRAINING_TEXT = [SEED_SENTENCE + " big.", "Zuko made his uncle tea.", "The car was too small for the elephant.",
-                 "It was 2024 and 42 elephants tried 7 cars.", "a sweet yellow fruit, an apple, a banana"] * 3
+TRAINING_TEXT = [
+    SEED_SENTENCE + " big.",
+    "Zuko made his uncle tea.",
+    "The car was too small for the elephant.",
+    "It was 2024 and 42 elephants tried 7 cars.",
+    "a sweet yellow fruit, an apple, a banana",
+] * 3
 
 
 def train_tokenizer(vocab_size: int = 300) -> Any:
@@ -174,8 +291,12 @@ def train_tokenizer(vocab_size: int = 300) -> Any:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=["<|endoftext|>"], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     tokenizer.train_from_iterator(TRAINING_TEXT, trainer)
     return tokenizer
 
@@ -188,8 +309,9 @@ def transformers_run(folder: Path, ids: np.ndarray) -> tuple[np.ndarray, np.ndar
     import torch
     from transformers import AutoModelForCausalLM
 
-    model, info = AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32,
-                                                       output_loading_info=True)
+    model, info = AutoModelForCausalLM.from_pretrained(
+        folder, attn_implementation="eager", dtype=torch.float32, output_loading_info=True
+    )
     missing = [k for k in info["missing_keys"] if not k.endswith("lm_head.weight")]
     assert not missing and not info["unexpected_keys"], info
     with torch.no_grad():
@@ -221,13 +343,16 @@ def gemma_captures(name: str, n: int = 10) -> dict[str, np.ndarray]:
                 if not heads_first:
                     x = x.reshape(x.shape[0], -1, head_dim).transpose(0, 1)  # [H, n, d]
                 captured[key] = x.numpy().copy()
+
             return hook
 
         norms = hasattr(attn, "q_norm")  # Gemma 3 normalises each head's Q and K before RoPE
         q_mod, k_mod = (attn.q_norm, attn.k_norm) if norms else (attn.q_proj, attn.k_proj)
-        hooks += [q_mod.register_forward_hook(keep(f"{i}.q", norms)),
-                  k_mod.register_forward_hook(keep(f"{i}.k", norms)),
-                  attn.v_proj.register_forward_hook(keep(f"{i}.v", False))]
+        hooks += [
+            q_mod.register_forward_hook(keep(f"{i}.q", norms)),
+            k_mod.register_forward_hook(keep(f"{i}.k", norms)),
+            attn.v_proj.register_forward_hook(keep(f"{i}.v", False)),
+        ]
 
         def heads_out(module: Any, args: Any, i: int = i, d: int = head_dim) -> None:
             x = args[0].detach()[0]  # [n, H · d]
@@ -250,8 +375,9 @@ def smollm2(path: Path) -> dict[str, np.ndarray]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(path.parent, gguf_file=path.name, attn_implementation="eager",
-                                                 dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        path.parent, gguf_file=path.name, attn_implementation="eager", dtype=torch.float32
+    )
     q = model.model.layers[0].self_attn.q_proj
     assert type(q) is torch.nn.Linear and q.weight.dtype == torch.float32, type(q)  # dequantised, not kernels
     enc = tokenizer(SEED_SENTENCE, return_tensors="pt")
@@ -263,11 +389,16 @@ def smollm2(path: Path) -> dict[str, np.ndarray]:
     triangle = weights[..., rows, cols]  # [30, 9, n(n+1)/2]
     p = out.logits[0, -1].double().softmax(-1)
     top = p.topk(5)
-    generated = model.generate(**enc, max_new_tokens=GENERATED, do_sample=False)[0, enc.input_ids.shape[1]:]
-    return {"ids": enc.input_ids[0].numpy(), "tokens": np.array(tokenizer.convert_ids_to_tokens(enc.input_ids[0])),
-            "weights_u16": np.round(triangle * 65535).astype(np.uint16), "upper_max": np.array(weights[..., cols, rows]
-                                                                                               .max()),
-            "top_ids": top.indices.numpy(), "top_probabilities": top.values.numpy(), "generated": generated.numpy()}
+    generated = model.generate(**enc, max_new_tokens=GENERATED, do_sample=False)[0, enc.input_ids.shape[1] :]
+    return {
+        "ids": enc.input_ids[0].numpy(),
+        "tokens": np.array(tokenizer.convert_ids_to_tokens(enc.input_ids[0])),
+        "weights_u16": np.round(triangle * 65535).astype(np.uint16),
+        "upper_max": np.array(weights[..., cols, rows].max()),
+        "top_ids": top.indices.numpy(),
+        "top_probabilities": top.values.numpy(),
+        "generated": generated.numpy(),
+    }
 
 
 def main() -> None:

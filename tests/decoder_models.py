@@ -34,8 +34,10 @@ def _window(config: dict, layer: int) -> int | None:
     if kind == "mistral":
         return config.get("sliding_window")
     if kind == "qwen2" and config.get("use_sliding_window"):
-        types = config.get("layer_types") or ["sliding_attention" if i >= config.get("max_window_layers", 28)
-                                              else "full_attention" for i in range(config["num_hidden_layers"])]
+        types = config.get("layer_types") or [
+            "sliding_attention" if i >= config.get("max_window_layers", 28) else "full_attention"
+            for i in range(config["num_hidden_layers"])
+        ]
         return config["sliding_window"] if types[layer] == "sliding_attention" else None
     return None
 
@@ -76,8 +78,9 @@ def reference_forward(name: str, tensors: dict[str, np.ndarray], ids: np.ndarray
         h, eps = config["n_head"], config["layer_norm_epsilon"]
 
         def ln(x: np.ndarray, p: str) -> np.ndarray:
-            return (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + eps) * t[p + ".weight"] \
-                + t[p + ".bias"]
+            return (x - x.mean(1, keepdims=True)) / np.sqrt(x.var(1, keepdims=True) + eps) * t[p + ".weight"] + t[
+                p + ".bias"
+            ]
 
         def conv(x: np.ndarray, p: str) -> np.ndarray:
             return x @ t[p + ".weight"] + t[p + ".bias"]
@@ -115,8 +118,16 @@ def reference_forward(name: str, tensors: dict[str, np.ndarray], ids: np.ndarray
         q, k, v = (lin(a, f"{p}.self_attn.{m}_proj") for m in "qkv")
         qs, ks, vs = _heads(q, h), _heads(k, h_kv), _heads(v, h_kv)
         d = qs[0].shape[1]
-        pairs = [_attend(_rope(qs[j], theta), _rope(ks[j * h_kv // h], theta), vs[j * h_kv // h], 1 / math.sqrt(d),
-                         _window(config, i)) for j in range(h)]
+        pairs = [
+            _attend(
+                _rope(qs[j], theta),
+                _rope(ks[j * h_kv // h], theta),
+                vs[j * h_kv // h],
+                1 / math.sqrt(d),
+                _window(config, i),
+            )
+            for j in range(h)
+        ]
         all_weights.append([w for w, _ in pairs])
         x = x + lin(np.concatenate([o for _, o in pairs], 1), f"{p}.self_attn.o_proj")
         a = rms(x, f"{p}.post_attention_layernorm")
@@ -134,14 +145,31 @@ def llama_cpp_permute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-LLAMA_NAMES = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output",
-               "input_layernorm": "attn_norm", "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k",
-               "self_attn.v_proj": "attn_v", "self_attn.o_proj": "attn_output",
-               "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-               "mlp.down_proj": "ffn_down"}
-GPT2_NAMES = {"transformer.wte": "token_embd", "transformer.wpe": "position_embd", "transformer.ln_f": "output_norm",
-              "ln_1": "attn_norm", "attn.c_attn": "attn_qkv", "attn.c_proj": "attn_output", "ln_2": "ffn_norm",
-              "mlp.c_fc": "ffn_up", "mlp.c_proj": "ffn_down"}
+LLAMA_NAMES = {
+    "model.embed_tokens": "token_embd",
+    "model.norm": "output_norm",
+    "lm_head": "output",
+    "input_layernorm": "attn_norm",
+    "self_attn.q_proj": "attn_q",
+    "self_attn.k_proj": "attn_k",
+    "self_attn.v_proj": "attn_v",
+    "self_attn.o_proj": "attn_output",
+    "post_attention_layernorm": "ffn_norm",
+    "mlp.gate_proj": "ffn_gate",
+    "mlp.up_proj": "ffn_up",
+    "mlp.down_proj": "ffn_down",
+}
+GPT2_NAMES = {
+    "transformer.wte": "token_embd",
+    "transformer.wpe": "position_embd",
+    "transformer.ln_f": "output_norm",
+    "ln_1": "attn_norm",
+    "attn.c_attn": "attn_qkv",
+    "attn.c_proj": "attn_output",
+    "ln_2": "ffn_norm",
+    "mlp.c_fc": "ffn_up",
+    "mlp.c_proj": "ffn_down",
+}
 
 
 LAYER = re.compile(r"(?:model\.layers|transformer\.h)\.(\d+)\.(.+)\.(weight|bias)")
@@ -162,8 +190,11 @@ def gguf_tensors(name: str, tensors: dict[str, np.ndarray]) -> dict[str, np.ndar
             gg = f"{names[base]}.{suffix}"
         if gpt2 and layer and w.ndim == 2:
             w = w.T  # GPT-2's Conv1D weights, written [d_out, d_in]
-        if config["model_type"] in ("llama", "mistral") and layer and layer[2] in ("self_attn.q_proj",
-                                                                                   "self_attn.k_proj"):
+        if (
+            config["model_type"] in ("llama", "mistral")
+            and layer
+            and layer[2] in ("self_attn.q_proj", "self_attn.k_proj")
+        ):
             heads = config["num_attention_heads"]
             if layer[2] == "self_attn.k_proj":
                 heads = config.get("num_key_value_heads", heads)
@@ -187,10 +218,20 @@ def tokenizer_vocab(tokenizer: Any) -> tuple[list[str], list[str], list[int]]:
     return tokens + [f"[PAD{i}]" for i in padding], merges, types + [5 for _ in padding]
 
 
-def write_gguf(path: Path, name: str, tensors: dict[str, np.ndarray], tokenizer: Any, *, qtype: str | None = None,
-               pre: str = "gpt2", add_bos: bool | None = None, arch: str | None = None,
-               extra: dict[str, Any] | None = None, tokenizer_model: str = "gpt2",
-               raw: dict[str, tuple[np.ndarray, str]] | None = None) -> Path:
+def write_gguf(
+    path: Path,
+    name: str,
+    tensors: dict[str, np.ndarray],
+    tokenizer: Any,
+    *,
+    qtype: str | None = None,
+    pre: str = "gpt2",
+    add_bos: bool | None = None,
+    arch: str | None = None,
+    extra: dict[str, Any] | None = None,
+    tokenizer_model: str = "gpt2",
+    raw: dict[str, tuple[np.ndarray, str]] | None = None,
+) -> Path:
     """A GGUF of a case as llama.cpp writes one: metadata, the tokenizer, tensors
     (quantised as ``qtype`` where llama.cpp would: 2-D weights; norms stay F32)."""
     import gguf
@@ -200,15 +241,23 @@ def write_gguf(path: Path, name: str, tensors: dict[str, np.ndarray], tokenizer:
     arch = arch or ("gpt2" if gpt2 else "qwen2" if config["model_type"] == "qwen2" else "llama")
     w = gguf.GGUFWriter(str(path), arch)
     if gpt2:
-        meta = {"block_count": config["n_layer"], "context_length": config["n_positions"],
-                "embedding_length": config["n_embd"], "feed_forward_length": config["n_inner"],
-                "attention.head_count": config["n_head"]}
+        meta = {
+            "block_count": config["n_layer"],
+            "context_length": config["n_positions"],
+            "embedding_length": config["n_embd"],
+            "feed_forward_length": config["n_inner"],
+            "attention.head_count": config["n_head"],
+        }
         w.add_float32(f"{arch}.attention.layer_norm_epsilon", config["layer_norm_epsilon"])
     else:
-        meta = {"block_count": config["num_hidden_layers"], "context_length": config["max_position_embeddings"],
-                "embedding_length": config["hidden_size"], "feed_forward_length": config["intermediate_size"],
-                "attention.head_count": config["num_attention_heads"],
-                "attention.head_count_kv": config.get("num_key_value_heads", config["num_attention_heads"])}
+        meta = {
+            "block_count": config["num_hidden_layers"],
+            "context_length": config["max_position_embeddings"],
+            "embedding_length": config["hidden_size"],
+            "feed_forward_length": config["intermediate_size"],
+            "attention.head_count": config["num_attention_heads"],
+            "attention.head_count_kv": config.get("num_key_value_heads", config["num_attention_heads"]),
+        }
         if config.get("head_dim"):
             meta["attention.key_length"] = meta["attention.value_length"] = config["head_dim"]
         w.add_float32(f"{arch}.attention.layer_norm_rms_epsilon", config["rms_norm_eps"])
@@ -260,5 +309,7 @@ def round_trip(name: str, tensors: dict[str, np.ndarray], qtype: str) -> dict[st
         w = np.ascontiguousarray(w)  # quantize reads memory in order
         return gguf.quants.dequantize(gguf.quants.quantize(w, kind), kind).reshape(w.shape)
 
-    return {k: np.ascontiguousarray(q(v.T).T if gpt2 and LAYER.fullmatch(k) else q(v)) if v.ndim == 2 else v
-            for k, v in tensors.items()}  # contiguous: safetensors' numpy writer saves the memory as it lies
+    return {
+        k: np.ascontiguousarray(q(v.T).T if gpt2 and LAYER.fullmatch(k) else q(v)) if v.ndim == 2 else v
+        for k, v in tensors.items()
+    }  # contiguous: safetensors' numpy writer saves the memory as it lies

@@ -56,8 +56,9 @@ def forward(model, ids, selection=None, predict=None):
     selection = Selection() if selection is None else selection
     kept = Kept.plan(selection, model.config.n_layer, model.config.n_head, len(ids))
     predict = range(len(ids)) if predict is None else predict
-    return kept, run(model.family.decoder, model.params, model.config, np.asarray(ids), kept=kept,
-                     predict=list(predict))
+    return kept, run(
+        model.family.decoder, model.params, model.config, np.asarray(ids), kept=kept, predict=list(predict)
+    )
 
 
 def test_the_tokenizer_trains_in_under_a_second():
@@ -102,25 +103,38 @@ def test_each_family_matches_transformers_live(folders, models, name):
 def test_the_options_and_where_they_came_from(models):
     """Each layer's options are derived once (conventions) and say which field gave them."""
     describe = {name: [a.describe() for a in models[name].config.attention] for name in CASES}
-    assert describe["gpt2-inverse-layer"] == ["scale 1/√16/1 (n_embd/n_head, scale_attn_by_inverse_layer_idx), causal",
-                                              "scale 1/√16/2 (n_embd/n_head, scale_attn_by_inverse_layer_idx), causal"]
-    assert describe["llama-gqa-bias"][0] == \
-        "scale 1/√16 (head_dim), causal, RoPE neox θ 500000 (rope_parameters.rope_theta)"
-    assert describe["mistral"][1] == \
-        "scale 1/√8 (hidden_size/num_attention_heads), causal, window 3,0 (sliding_window 4), RoPE neox θ 10000 " \
+    assert describe["gpt2-inverse-layer"] == [
+        "scale 1/√16/1 (n_embd/n_head, scale_attn_by_inverse_layer_idx), causal",
+        "scale 1/√16/2 (n_embd/n_head, scale_attn_by_inverse_layer_idx), causal",
+    ]
+    assert (
+        describe["llama-gqa-bias"][0]
+        == "scale 1/√16 (head_dim), causal, RoPE neox θ 500000 (rope_parameters.rope_theta)"
+    )
+    assert (
+        describe["mistral"][1]
+        == "scale 1/√8 (hidden_size/num_attention_heads), causal, window 3,0 (sliding_window 4), RoPE neox θ 10000 "
         "(rope_theta)"
+    )
     assert describe["qwen2"] == [
         "scale 1/√8 (hidden_size/num_attention_heads), causal, RoPE neox θ 1000000 (rope_theta)",
         "scale 1/√8 (hidden_size/num_attention_heads), causal, window 2,0 (sliding_window 3; layer 1 ≥ "
-        "max_window_layers 1, use_sliding_window), RoPE neox θ 1000000 (rope_theta)"]
+        "max_window_layers 1, use_sliding_window), RoPE neox θ 1000000 (rope_theta)",
+    ]
     assert describe["qwen2-layer-types"][0].endswith(
-        "window 4,0 (sliding_window 5; layer_types[0] sliding, use_sliding_window), RoPE neox θ 10000 (default)")
+        "window 4,0 (sliding_window 5; layer_types[0] sliding, use_sliding_window), RoPE neox θ 10000 (default)"
+    )
     assert describe["llama-llama3-scaling"][0].endswith(
-        "RoPE neox θ 10000 (rope_theta), RoPE scaling llama3 ×8 (rope_scaling)")
+        "RoPE neox θ 10000 (rope_theta), RoPE scaling llama3 ×8 (rope_scaling)"
+    )
     assert describe["qwen2-yarn"][0].endswith("RoPE neox θ 10000 (rope_theta), RoPE scaling yarn ×4 (rope_scaling)")
     options = models["mistral"].config.attention[0].options
-    assert (options.causal, options.window, options.rope.style, options.rope.theta) == \
-        ("bottom-right", (3, 0), "neox", 10000.0)
+    assert (options.causal, options.window, options.rope.style, options.rope.theta) == (
+        "bottom-right",
+        (3, 0),
+        "neox",
+        10000.0,
+    )
 
 
 def test_decode_keeps_the_selection_and_says_where_queries_may_look(models):
@@ -171,10 +185,13 @@ def test_long_prompts_go_in_blocks_with_the_same_numbers(models, monkeypatch):
 def test_blocks_see_the_whole_length_under_length_dependent_rope_scaling(tmp_path, tokenizer, monkeypatch):
     """LongRoPE's factors (and dynamic's θ) depend on the sequence's length: a block of early
     queries must still be turned with the whole text's frequencies, as the pass is."""
-    longrope = {"rope_type": "longrope", "short_factor": [1.0, 1.5, 2.0, 3.0], "long_factor": [2.0, 3.0, 5.0, 9.0],
-                "original_max_position_embeddings": 8}
-    model = load_model(dm.refs.write_folder(tmp_path / "longrope", "llama", tokenizer=tokenizer,
-                                            rope_scaling=longrope))
+    longrope = {
+        "rope_type": "longrope",
+        "short_factor": [1.0, 1.5, 2.0, 3.0],
+        "long_factor": [2.0, 3.0, 5.0, 9.0],
+        "original_max_position_embeddings": 8,
+    }
+    model = load_model(dm.refs.write_folder(tmp_path / "longrope", "llama", tokenizer=tokenizer, rope_scaling=longrope))
     ids = dm.refs.case_ids("llama")  # 12 tokens: past 8, the long factors
     selection = Selection(layers=(1,), queries=(0, 3, 11), summaries=True)
     kept, _ = forward(model, ids, selection)
@@ -203,8 +220,10 @@ def test_a_selection_too_big_to_hold_is_refused_with_its_size(models, monkeypatc
     monkeypatch.setattr(decoder, "KEPT_BYTES", 1000)
     with pytest.raises(AttnError) as e:
         decode(models["gpt2"], "The pink elephant tried to get into the car")
-    assert str(e.value) == ("keeping the weights of 2 layers × 4 heads × 17 queries × 17 keys needs 0.0 GiB "
-                            "(select fewer layers, heads or queries)")
+    assert str(e.value) == (
+        "keeping the weights of 2 layers × 4 heads × 17 queries × 17 keys needs 0.0 GiB "
+        "(select fewer layers, heads or queries)"
+    )
     assert decode(models["gpt2"], "The pink", Selection(layers=(0,), heads=(1,))).weights.shape == (1, 1, 5, 5)
     with pytest.raises(UsageError) as e:
         decode(models["gpt2"], "The pink", Selection(heads=(4,)))
@@ -218,8 +237,10 @@ def test_a_cache_gives_the_same_logits_as_the_whole_text(models):
         _, whole = forward(model, ids, Selection.nothing())
         cache = decoder.Cache(model.config.n_layer, len(ids))
         steps = [run(model.family.decoder, model.params, model.config, ids[:5], cache=cache, predict=range(5))]
-        steps += [run(model.family.decoder, model.params, model.config, ids[i : i + 1], cache=cache, predict=[0])
-                  for i in range(5, len(ids))]
+        steps += [
+            run(model.family.decoder, model.params, model.config, ids[i : i + 1], cache=cache, predict=[0])
+            for i in range(5, len(ids))
+        ]
         np.testing.assert_allclose(np.concatenate([s.logits for s in steps]), whole.logits, atol=1e-5)
 
 
@@ -269,8 +290,9 @@ def test_a_sharded_bfloat16_and_float16_folder(tmp_path, tokenizer, models):
     dtypes = {k: ml_dtypes.bfloat16 if k in names[::2] else np.float16 for k in names}
     for shard, held in shards.items():
         save_file({k: tensors[k].astype(dtypes[k]) for k in held}, str(folder / shard))
-    (folder / "model.safetensors.index.json").write_text(json.dumps(
-        {"metadata": {}, "weight_map": {k: shard for shard, held in shards.items() for k in held}}))
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {}, "weight_map": {k: shard for shard, held in shards.items() for k in held}})
+    )
     ids = dm.refs.case_ids(name)
     kept, p = forward(load_model(folder), ids)
     rounded = {k: v.astype(dtypes[k]).astype(np.float32) for k, v in tensors.items()}
@@ -297,6 +319,7 @@ def config_change(**changes):
     def change(folder: Path) -> None:
         config = json.loads((folder / "config.json").read_text())
         (folder / "config.json").write_text(json.dumps({**config, **changes}))
+
     return change
 
 
@@ -304,20 +327,31 @@ def test_loading_errors_name_the_problem(attn, folders, tmp_path, monkeypatch):
     from attncli.models import bert, families
 
     llama, gpt2 = folders["llama"], folders["gpt2"]
-    monkeypatch.setattr(families, "FAMILIES", {"bert": bert.FAMILY, "gpt2": families.FAMILIES["gpt2"],
-                                               "qwen2": families.FAMILIES["qwen2"]})  # the hint lists them
+    monkeypatch.setattr(
+        families,
+        "FAMILIES",
+        {"bert": bert.FAMILY, "gpt2": families.FAMILIES["gpt2"], "qwen2": families.FAMILIES["qwen2"]},
+    )  # the hint lists them
     cases = [
-        (broken(llama, tmp_path, config_change(model_type="falcon", architectures=["FalconForCausalLM"])),
-         "config.json: unsupported architecture 'FalconForCausalLM' (model_type 'falcon') (attn runs BERT "
-         "encoders: model_type 'bert'; GPT-2 decoders: model_type 'gpt2'; Qwen2 decoders: model_type 'qwen2')"),
-        (broken(gpt2, tmp_path, lambda f: (f / "tokenizer.json").unlink()),
-         ": no tokenizer: no tokenizer.json (a decoder's folder holds the tokenizer.json Hugging Face saves "
-         "with it)"),
-        (broken(gpt2, tmp_path, config_change(n_inner=48)),
-         "model.safetensors: tensor 'h.0.mlp.c_fc.weight' is 32×64 but config.json implies 32×48"),
-        (broken(folders["qwen2"], tmp_path, config_change(num_key_value_heads=3)),
-         "config.json: num_attention_heads 4 is not a multiple of num_key_value_heads 3 "
-         "(each key/value head serves the same number of query heads)"),
+        (
+            broken(llama, tmp_path, config_change(model_type="falcon", architectures=["FalconForCausalLM"])),
+            "config.json: unsupported architecture 'FalconForCausalLM' (model_type 'falcon') (attn runs BERT "
+            "encoders: model_type 'bert'; GPT-2 decoders: model_type 'gpt2'; Qwen2 decoders: model_type 'qwen2')",
+        ),
+        (
+            broken(gpt2, tmp_path, lambda f: (f / "tokenizer.json").unlink()),
+            ": no tokenizer: no tokenizer.json (a decoder's folder holds the tokenizer.json Hugging Face saves "
+            "with it)",
+        ),
+        (
+            broken(gpt2, tmp_path, config_change(n_inner=48)),
+            "model.safetensors: tensor 'h.0.mlp.c_fc.weight' is 32×64 but config.json implies 32×48",
+        ),
+        (
+            broken(folders["qwen2"], tmp_path, config_change(num_key_value_heads=3)),
+            "config.json: num_attention_heads 4 is not a multiple of num_key_value_heads 3 "
+            "(each key/value head serves the same number of query heads)",
+        ),
     ]
     for model, expected in cases:
         message = attn.fails("trace", "the car", "-m", model)
@@ -338,40 +372,55 @@ def test_sharded_folder_errors(attn, folders, tmp_path):
             if not missing:
                 save_file(dict(list(tensors.items())[5:-1]), str(folder / "b.safetensors"))
             (folder / "model.safetensors.index.json").write_text(json.dumps({"weight_map": weight_map}))
+
         return change
 
     folder = broken(folders["gpt2"], tmp_path, shard(missing=True))
-    assert attn.fails("trace", "the car", "-m", folder) == \
-        f"{folder}/model.safetensors.index.json: names the shard b.safetensors, which is not in the folder " \
+    assert (
+        attn.fails("trace", "the car", "-m", folder)
+        == f"{folder}/model.safetensors.index.json: names the shard b.safetensors, which is not in the folder "
         "(every shard the index lists is needed)"
+    )
     folder = broken(folders["gpt2"], tmp_path, shard(missing=False))
-    assert attn.fails("trace", "the car", "-m", folder) == \
-        f"{folder}/b.safetensors: holds no tensor 'transformer.ln_f.bias', which model.safetensors.index.json " \
+    assert (
+        attn.fails("trace", "the car", "-m", folder)
+        == f"{folder}/b.safetensors: holds no tensor 'transformer.ln_f.bias', which model.safetensors.index.json "
         "puts there"
+    )
 
 
 def test_rope_scaling_errors_in_one_line(attn, folders, tmp_path):
-    cases = [(config_change(rope_scaling={"type": "mrope", "mrope_section": [2, 2]}),
-              "config.json: rope_scaling type 'mrope' is not yet supported "
-              "(attn applies linear, dynamic, llama3, yarn, longrope RoPE scaling)"),
-             (config_change(rope_parameters={"rope_type": "linear", "rope_theta": 1e4}),
-              "config.json: rope_parameters: linear rope scaling needs factor (how many times the context is "
-              "stretched, e.g. 8 for Llama 3.1, 32 for gpt-oss)")]
+    cases = [
+        (
+            config_change(rope_scaling={"type": "mrope", "mrope_section": [2, 2]}),
+            "config.json: rope_scaling type 'mrope' is not yet supported "
+            "(attn applies linear, dynamic, llama3, yarn, longrope RoPE scaling)",
+        ),
+        (
+            config_change(rope_parameters={"rope_type": "linear", "rope_theta": 1e4}),
+            "config.json: rope_parameters: linear rope scaling needs factor (how many times the context is "
+            "stretched, e.g. 8 for Llama 3.1, 32 for gpt-oss)",
+        ),
+    ]
     for change, expected in cases:
         message = attn.fails("trace", "the car", "-m", broken(folders["llama"], tmp_path, change))
         assert message.endswith(expected), message
 
 
 def test_prompt_and_generation_errors(attn, models, folders):
-    assert attn.fails("trace", "the car " * 20, "-m", folders["gpt2"]) == \
-        "the text is 42 tokens but the model takes at most 32 (shorten it)"
+    assert (
+        attn.fails("trace", "the car " * 20, "-m", folders["gpt2"])
+        == "the text is 42 tokens but the model takes at most 32 (shorten it)"
+    )
     with pytest.raises(AttnError) as e:
         decode(models["gpt2"], "the car " * 20)
     assert str(e.value) == "the text is 42 tokens but the model takes at most 32 (shorten it)"
     with pytest.raises(AttnError) as e:
         generate(models["gpt2"], "the car " * 10, 13)
-    assert str(e.value) == "the text is 22 tokens and 13 more to generate but the model takes at most 32 " \
-                           "(shorten it or generate fewer)"
+    assert (
+        str(e.value) == "the text is 22 tokens and 13 more to generate but the model takes at most 32 "
+        "(shorten it or generate fewer)"
+    )
     with pytest.raises(AttnError) as e:
         decode(models["gpt2"], "")
     assert str(e.value) == "the text gives no tokens (give some text)"
@@ -384,5 +433,7 @@ def test_generate_on_an_encoder_says_it_is_one(tmp_path):
     bert = load_model(write_model(tmp_path / "bert"))
     with pytest.raises(UsageError) as e:
         generate(bert, "the car", 3)
-    assert str(e.value) == "BERT is an encoder: it predicts no next token and generates nothing " \
-                           "(decoders: GPT-2, Llama, Mistral, Qwen2)"
+    assert (
+        str(e.value) == "BERT is an encoder: it predicts no next token and generates nothing "
+        "(decoders: GPT-2, Llama, Mistral, Qwen2)"
+    )

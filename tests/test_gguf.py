@@ -43,9 +43,18 @@ def test_unpermute_undoes_llama_cpps_permutation():
         np.testing.assert_array_equal(unpermute(permuted, heads), w)
 
 
-@pytest.mark.parametrize(("name", "qtype"), [("llama", None), ("llama", "Q8_0"), ("llama", "Q4_0"),
-                                             ("llama-gqa-bias", None), ("qwen2", "Q8_0"), ("gpt2", None),
-                                             ("gpt2", "Q8_0")])
+@pytest.mark.parametrize(
+    ("name", "qtype"),
+    [
+        ("llama", None),
+        ("llama", "Q8_0"),
+        ("llama", "Q4_0"),
+        ("llama-gqa-bias", None),
+        ("qwen2", "Q8_0"),
+        ("gpt2", None),
+        ("gpt2", "Q8_0"),
+    ],
+)
 def test_a_gguf_runs_as_its_hugging_face_folder(tmp_path, tokenizer, name, qtype):
     """The same weights (as the GGUF stores them), the same numbers: names mapped, the
     Q/K permutation undone, GPT-2's transposition undone, the quantisation dequantised."""
@@ -55,27 +64,42 @@ def test_a_gguf_runs_as_its_hugging_face_folder(tmp_path, tokenizer, name, qtype
     changes = {"use_sliding_window": False} if name == "qwen2" else {}  # llama.cpp's qwen2 has no window
     folder = load_model(dm.refs.write_folder(tmp_path / "hf", name, held, tokenizer, **changes))
     model = load_model(path)
-    assert model.family is folder.family and model.config.attention[0].options.rope == \
-        folder.config.attention[0].options.rope
+    assert (
+        model.family is folder.family
+        and model.config.attention[0].options.rope == folder.config.attention[0].options.rope
+    )
     ids = dm.refs.case_ids(name)
     (w, logits), (w_hf, logits_hf) = forward(model, ids), forward(folder, ids)
     np.testing.assert_allclose(w, w_hf, atol=1e-6)
     np.testing.assert_allclose(logits, logits_hf, atol=1e-5)
     if qtype:  # and the quantisation was there to undo
-        assert np.abs(logits - forward(load_model(dm.refs.write_folder(tmp_path / "f32", name, tensors, tokenizer,
-                                                                         **changes)), ids)[1]).max() > 1e-4
+        assert (
+            np.abs(
+                logits
+                - forward(load_model(dm.refs.write_folder(tmp_path / "f32", name, tensors, tokenizer, **changes)), ids)[
+                    1
+                ]
+            ).max()
+            > 1e-4
+        )
 
 
 def test_the_options_name_the_gguf_keys(tmp_path, tokenizer):
     path = dm.write_gguf(tmp_path / "m.gguf", "llama-gqa-bias", dm.refs.random_tensors("llama-gqa-bias"), tokenizer)
     model = load_model(path)
-    assert model.config.attention[1].describe() == \
-        "scale 1/√16 (llama.attention.key_length), causal, RoPE neox θ 500000 (llama.rope.freq_base)"
+    assert (
+        model.config.attention[1].describe()
+        == "scale 1/√16 (llama.attention.key_length), causal, RoPE neox θ 500000 (llama.rope.freq_base)"
+    )
     assert (model.config.n_head, model.config.n_kv_head, model.config.tied) == (4, 2, True)
 
 
-TEXTS = ["The pink elephant tried to get into the car but it was too big.", "Zuko's 2024 café — naïve!  ok\n",
-         "it was 42 or 7,000.5", "  leading spaces and <|endoftext|> a special token"]
+TEXTS = [
+    "The pink elephant tried to get into the car but it was too big.",
+    "Zuko's 2024 café — naïve!  ok\n",
+    "it was 42 or 7,000.5",
+    "  leading spaces and <|endoftext|> a special token",
+]
 
 
 def test_the_tokenizer_is_rebuilt_from_the_vocabulary(tmp_path, tokenizer):
@@ -87,8 +111,9 @@ def test_the_tokenizer_is_rebuilt_from_the_vocabulary(tmp_path, tokenizer):
         assert model.tokenizer.encode(text).ids == tokenizer.encode(text).ids, text
     assert model.tokenizer.encode("a <|endoftext|> b").tokens == ["a", "Ġ", "<|endoftext|>", "Ġb"]
     smollm = load_model(dm.write_gguf(tmp_path / "smollm.gguf", "gpt2", tensors, tokenizer, pre="smollm"))
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
-                                                       tokenizer.pre_tokenizer])  # SmolLM's tokenizer.json
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [pre_tokenizers.Digits(individual_digits=True), tokenizer.pre_tokenizer]
+    )  # SmolLM's tokenizer.json
     for text in TEXTS:
         assert smollm.tokenizer.encode(text).ids == tokenizer.encode(text).ids, text
     assert smollm.tokenizer.encode("2024").tokens == ["2", "0", "2", "4"] != model.tokenizer.encode("2024").tokens
@@ -102,8 +127,10 @@ def test_trace_reads_a_gguf_from_the_command_line(attn, tmp_path, tokenizer):
     path = dm.write_gguf(tmp_path / "m.gguf", "llama", dm.refs.random_tensors("llama"), tokenizer, qtype="Q8_0")
     out = attn.json("trace", "The pink elephant", "-m", path, "--layer", "1")
     assert out["tokens"][-1] == "Ġelephant" and np.array(out["weights"]).shape == (1, 4, 6, 6)
-    assert attn.fails("trace", "x", "-m", path, "--svg", path, code=2) == \
-        f"{path}: --svg names an input of this run (attn never writes over its inputs: give the picture another name)"
+    assert (
+        attn.fails("trace", "x", "-m", path, "--svg", path, code=2) == f"{path}: --svg names an input of this run "
+        "(attn never writes over its inputs: give the picture another name)"
+    )
 
 
 def test_gguf_errors_name_the_problem(attn, tmp_path, tokenizer):
@@ -115,43 +142,61 @@ def test_gguf_errors_name_the_problem(attn, tmp_path, tokenizer):
     without_q = {k: v for k, v in tensors.items() if k != "model.layers.0.self_attn.q_proj.weight"}
     cases = [
         (dict(arch="falcon"), "unsupported GGUF architecture 'falcon' (attn runs gpt2, llama, qwen2)"),
-        (dict(pre="falcon"), "tokenizer.ggml.pre 'falcon' is not yet supported (attn splits text as llama.cpp does "
-                             "for gpt2, smollm)"),
-        (dict(tokenizer_model="llama"), "tokenizer.ggml.model 'llama' is not yet supported (attn rebuilds byte-level "
-                                        "BPE vocabularies ('gpt2'))"),
-        (dict(extra={"llama.rope.scaling.type": "yarn"}), "llama.rope.scaling.type 'yarn' is not yet supported "
-                                                          "(attn reads a GGUF's linear RoPE scaling only)"),
-        (dict(tensors=without_q, raw={"blk.0.attn_q.weight": (q81, "Q8_1")}),
-         "tensor 'blk.0.attn_q.weight' is quantised as Q8_1, which attn does not dequantise (attn reads F32, F16, "
-         "BF16 and llama.cpp's Q4–Q8, K- and I-quants; re-quantise it with llama-quantize)"),
-        (dict(raw={"rope_freqs.weight": (np.ones(4, np.float32), "F32")}),
-         "tensor 'rope_freqs.weight': RoPE frequency factors (Llama 3.1's scaling) are not yet supported "
-         "(attn applies RoPE without scaling for now)"),
-        (dict(raw={"blk.0.attn_q_norm.weight": (np.ones(8, np.float32), "F32")}),
-         "tensor 'blk.0.attn_q_norm.weight' has no place in attn's model of this architecture (a variant attn does "
-         "not run (new layers or norms))"),
+        (
+            dict(pre="falcon"),
+            "tokenizer.ggml.pre 'falcon' is not yet supported (attn splits text as llama.cpp does for gpt2, smollm)",
+        ),
+        (
+            dict(tokenizer_model="llama"),
+            "tokenizer.ggml.model 'llama' is not yet supported (attn rebuilds byte-level BPE vocabularies ('gpt2'))",
+        ),
+        (
+            dict(extra={"llama.rope.scaling.type": "yarn"}),
+            "llama.rope.scaling.type 'yarn' is not yet supported (attn reads a GGUF's linear RoPE scaling only)",
+        ),
+        (
+            dict(tensors=without_q, raw={"blk.0.attn_q.weight": (q81, "Q8_1")}),
+            "tensor 'blk.0.attn_q.weight' is quantised as Q8_1, which attn does not dequantise (attn reads F32, F16, "
+            "BF16 and llama.cpp's Q4–Q8, K- and I-quants; re-quantise it with llama-quantize)",
+        ),
+        (
+            dict(raw={"rope_freqs.weight": (np.ones(4, np.float32), "F32")}),
+            "tensor 'rope_freqs.weight': RoPE frequency factors (Llama 3.1's scaling) are not yet supported "
+            "(attn applies RoPE without scaling for now)",
+        ),
+        (
+            dict(raw={"blk.0.attn_q_norm.weight": (np.ones(8, np.float32), "F32")}),
+            "tensor 'blk.0.attn_q_norm.weight' has no place in attn's model of this architecture (a variant attn does "
+            "not run (new layers or norms))",
+        ),
     ]
     for i, (change, expected) in enumerate(cases):
         change = {"tensors": tensors, **change}
         path = dm.write_gguf(tmp_path / f"{i}.gguf", "llama", change.pop("tensors"), tokenizer, **change)
         assert attn.fails("trace", "the car", "-m", path) == f"{path}: {expected}"
     bare = dm.write_gguf(tmp_path / "bare.gguf", "llama", tensors, None)
-    assert attn.fails("trace", "the car", "-m", bare) == \
-        f"{bare}: no tokenizer: the file has no tokenizer.ggml.model and tokens"
+    assert (
+        attn.fails("trace", "the car", "-m", bare)
+        == f"{bare}: no tokenizer: the file has no tokenizer.ggml.model and tokens"
+    )
     good = dm.write_gguf(tmp_path / "good.gguf", "llama", tensors, tokenizer)
     (tmp_path / "ggml.gguf").write_bytes(b"ggml" + good.read_bytes()[4:])
-    assert attn.fails("trace", "the car", "-m", tmp_path / "ggml.gguf") == \
-        f"{tmp_path / 'ggml.gguf'}: is not a GGUF file (it does not start with GGUF)"
+    assert (
+        attn.fails("trace", "the car", "-m", tmp_path / "ggml.gguf")
+        == f"{tmp_path / 'ggml.gguf'}: is not a GGUF file (it does not start with GGUF)"
+    )
     (tmp_path / "cut.gguf").write_bytes(good.read_bytes()[:300])
     assert attn.fails("trace", "the car", "-m", tmp_path / "cut.gguf").startswith(
-        f"{tmp_path / 'cut.gguf'}: is not a readable GGUF file (")
+        f"{tmp_path / 'cut.gguf'}: is not a readable GGUF file ("
+    )
 
 
 # --- the real SmolLM2-135M-Instruct -----------------------------------------------------------
 
 SMOLLM2 = Path(os.environ["ATTN_TEST_GGUF"]) if os.environ.get("ATTN_TEST_GGUF") else None
-needs_smollm2 = pytest.mark.skipif(SMOLLM2 is None,
-                                   reason="SmolLM2's GGUF not found (set ATTN_TEST_GGUF; .ci/run does)")
+needs_smollm2 = pytest.mark.skipif(
+    SMOLLM2 is None, reason="SmolLM2's GGUF not found (set ATTN_TEST_GGUF; .ci/run does)"
+)
 REF = np.load(dm.DATA / "smollm2_refs.npz")
 SEED = dm.refs.SEED_SENTENCE
 
@@ -177,8 +222,10 @@ def test_smollm2_tokenises_attends_and_predicts_as_transformers(smollm2):
     assert (d.weights[..., cols, rows][..., rows != cols] == 0).all()  # the causal triangle: nothing above
     assert d.next[0].ids == list(REF["top_ids"]) and d.next[0].tokens[0] == " big"
     np.testing.assert_allclose(d.next[0].probabilities, REF["top_probabilities"], atol=1e-4)
-    assert d.attention[3].describe() == "scale 1/√64 (llama.embedding_length/llama.attention.head_count), causal, " \
-                                       "RoPE neox θ 100000 (llama.rope.freq_base)"
+    assert (
+        d.attention[3].describe() == "scale 1/√64 (llama.embedding_length/llama.attention.head_count), causal, "
+        "RoPE neox θ 100000 (llama.rope.freq_base)"
+    )
 
 
 def torch_available() -> bool:
@@ -194,8 +241,9 @@ def test_smollm2_matches_transformers_live(smollm2):
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(SMOLLM2.parent, gguf_file=SMOLLM2.name,
-                                                 attn_implementation="eager", dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(
+        SMOLLM2.parent, gguf_file=SMOLLM2.name, attn_implementation="eager", dtype=torch.float32
+    )
     d = decode(smollm2, SEED)
     with torch.no_grad():
         out = model(torch.tensor(d.ids)[None], output_attentions=True)

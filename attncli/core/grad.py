@@ -83,9 +83,16 @@ WHOLE_CELLS = 1 << 22
 BLOCK = 256
 
 
-def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray,
-                   options: AttentionOptions | None = None, *, block: int | None = None,
-                   workers: int | None = None) -> Grads:
+def attention_grad(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    dout: np.ndarray,
+    options: AttentionOptions | None = None,
+    *,
+    block: int | None = None,
+    workers: int | None = None,
+) -> Grads:
     """dQ, dK, dV (and dsinks, dbias) of attention for the output gradient dO.
 
     [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v],
@@ -103,9 +110,16 @@ def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray
     return backward(q, k, v, dout, _float64(options), block=block or None, workers=workers)
 
 
-def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, options: AttentionOptions,
-             rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x, block: int | None = None,
-             workers: int | None = None) -> Grads:
+def backward(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    dout: np.ndarray,
+    options: AttentionOptions,
+    rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x,
+    block: int | None = None,
+    workers: int | None = None,
+) -> Grads:
     """The closed form in the inputs' dtype, each step passed through ``rounded``:
     the identity for the float64 reference; for ``attn check --grad``'s naive
     baseline, rounding to a low-precision dtype (``core.check.rounding``).
@@ -114,8 +128,10 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # as a kernel stores them
     out_shape = p.ungroup(np.empty(p.out_shape, dtype=np.int8)).shape  # [..., H_q, n_q, d_v]
     if dout.shape != out_shape:
-        raise ShapeError(f"dO is {shape_text(dout)} but the output is {shape_text(out_shape)}",
-                         hint="give the gradient of the output, one number per output cell")
+        raise ShapeError(
+            f"dO is {shape_text(dout)} but the output is {shape_text(out_shape)}",
+            hint="give the gradient of the output, one number per output cell",
+        )
     do = _group(rounded(dout), p)  # [..., (H_kv, group,) n_q, d_v]
 
     qm, km = p.q, p.k  # [..., n_q, d_k], [..., n_k, d_k] as they met (unit rows for cosine)
@@ -142,17 +158,30 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     dbias = None
     if options.bias is not None and ds_bias is not None:
         dbias = _sum_to(p.ungroup(ds_bias), options.bias.shape)
-    return Grads(_sum_to(dq, q.shape), _sum_to(dk, k.shape), _sum_to(dv, v.shape),
-                 dsinks, dbias, p.ungroup(output),
-                 None if steps is None else _ungroup_steps(steps, p))
+    return Grads(
+        _sum_to(dq, q.shape),
+        _sum_to(dk, k.shape),
+        _sum_to(dv, v.shape),
+        dsinks,
+        dbias,
+        p.ungroup(output),
+        None if steps is None else _ungroup_steps(steps, p),
+    )
 
 
-Raw = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray,
-            "BackwardSteps | None"]
+Raw = tuple[
+    np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray, "BackwardSteps | None"
+]
 
 
-def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
-           rounded: Callable[[np.ndarray], np.ndarray]) -> Raw:
+def _whole(
+    p: Problem,
+    qm: np.ndarray,
+    km: np.ndarray,
+    do: np.ndarray,
+    options: AttentionOptions,
+    rounded: Callable[[np.ndarray], np.ndarray],
+) -> Raw:
     """The closed form on whole n_q × n_k matrices -> grouped dQ, dK, dV (before RoPE
     and cosine are undone), dS summed to the grouped bias's shape (None without a
     bias), each row's sink term −p_s · rowsum(dO ∘ O), O, and the steps."""
@@ -192,15 +221,29 @@ class _Sums:
 
     def at(self, where: tuple[slice, ...], ndim: int) -> _Sums:
         """Views of one part's share (``Problem.heads``' ``where``); a bias axis of length 1 is shared whole."""
+
         def part(m: np.ndarray | None) -> np.ndarray | None:
             return None if m is None else _pick(m, where, ndim)
 
-        return _Sums(self.dq[where], self.dk[where], self.dv[where], self.output[where],
-                     part(self.sink_terms), part(self.ds_bias))
+        return _Sums(
+            self.dq[where],
+            self.dk[where],
+            self.dv[where],
+            self.output[where],
+            part(self.sink_terms),
+            part(self.ds_bias),
+        )
 
 
-def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
-             block: int, workers: int | None = None) -> Raw:
+def _blocked(
+    p: Problem,
+    qm: np.ndarray,
+    km: np.ndarray,
+    do: np.ndarray,
+    options: AttentionOptions,
+    block: int,
+    workers: int | None = None,
+) -> Raw:
     """The same in blocks of ``block`` queries × ``block`` keys, never holding n_q × n_k:
     with a bias, each block's dS is summed down to the bias's (grouped) shape into
     its [rows, cols], so dbias takes the bias's memory. Batch × K/V heads are
@@ -209,23 +252,43 @@ def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options
     up to ``workers`` threads). -> what ``_whole`` returns."""
     lead = p.logits_shape[:-2]
     n_q, n_k, ndim = p.n_q, p.n_k, len(p.logits_shape)
-    sums = _Sums(dq=np.zeros(lead + (n_q, qm.shape[-1])), dk=np.zeros(lead + (n_k, km.shape[-1])),
-                 dv=np.zeros(lead + (n_k, p.v.shape[-1])), output=np.zeros(lead + (n_q, p.v.shape[-1])),
-                 sink_terms=None if p.sinks is None else np.zeros(lead + (n_q, 1)),
-                 ds_bias=None if p.bias is None else np.zeros(p.bias.shape))
+    sums = _Sums(
+        dq=np.zeros(lead + (n_q, qm.shape[-1])),
+        dk=np.zeros(lead + (n_k, km.shape[-1])),
+        dv=np.zeros(lead + (n_k, p.v.shape[-1])),
+        output=np.zeros(lead + (n_q, p.v.shape[-1])),
+        sink_terms=None if p.sinks is None else np.zeros(lead + (n_q, 1)),
+        ds_bias=None if p.bias is None else np.zeros(p.bias.shape),
+    )
     shared = threading.Lock()  # a bias shared by several parts (broadcast over heads) is added to under it
 
     def run(job: tuple[tuple[slice, ...], Problem]) -> None:
         where, part = job
-        _blocked_part(part, _pick(qm, where, ndim), _pick(km, where, ndim), _pick(do, where, ndim), options,
-                      block, sums.at(where, ndim), shared)
+        _blocked_part(
+            part,
+            _pick(qm, where, ndim),
+            _pick(km, where, ndim),
+            _pick(do, where, ndim),
+            options,
+            block,
+            sums.at(where, ndim),
+            shared,
+        )
 
     map_blocks(run, p.heads(), workers, None)
     return sums.dq, sums.dk, sums.dv, sums.ds_bias, sums.sink_terms, sums.output, None
 
 
-def _blocked_part(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
-                  block: int, sums: _Sums, shared: threading.Lock) -> None:
+def _blocked_part(
+    p: Problem,
+    qm: np.ndarray,
+    km: np.ndarray,
+    do: np.ndarray,
+    options: AttentionOptions,
+    block: int,
+    sums: _Sums,
+    shared: threading.Lock,
+) -> None:
     """One part's blocked backward, added into ``sums``. Three passes over the keys
     of each query block, recomputing the scores: the row's max and sum (its softmax
     denominator), then P and dP give dV and rowsum(P ∘ dP) = rowsum(dO ∘ O), then dS
@@ -259,8 +322,11 @@ def _blocked_part(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, op
             dp = do_r @ np.swapaxes(p.v[..., cols, :], -1, -2)
             ds = weights * (dp - delta)  # [..., r, c] dS
             if sums.ds_bias is not None:  # the bias's block: [rows, cols] of an axis it has, whole on one it broadcasts
-                block_of_bias = sums.ds_bias[..., rows if sums.ds_bias.shape[-2] > 1 else slice(None),
-                                             cols if sums.ds_bias.shape[-1] > 1 else slice(None)]
+                block_of_bias = sums.ds_bias[
+                    ...,
+                    rows if sums.ds_bias.shape[-2] > 1 else slice(None),
+                    cols if sums.ds_bias.shape[-1] > 1 else slice(None),
+                ]
                 summed = _sum_to(ds, block_of_bias.shape)
                 with shared:
                     block_of_bias += summed
@@ -277,8 +343,9 @@ def _block_logits(p: Problem, rows: slice, cols: slice) -> tuple[np.ndarray, np.
     return z, combine(z.copy(), p, rows, cols)[0]
 
 
-def _block_weights(p: Problem, rows: slice, cols: slice, ref: np.ndarray,
-                   total: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _block_weights(
+    p: Problem, rows: slice, cols: slice, ref: np.ndarray, total: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Z and P = exp(logits − ref) / total of a block, given each row's ref and denominator [..., r, 1]."""
     z, logits = _block_logits(p, rows, cols)
     e = np.exp(logits - ref)
@@ -293,10 +360,14 @@ def _ungroup_steps(steps: BackwardSteps, p: Problem) -> BackwardSteps:
 
     return BackwardSteps(whole(steps.dp), whole(steps.delta), whole(steps.ds), whole(steps.dz))
 
+
 def _float64(options: AttentionOptions) -> AttentionOptions:
     """The options with their arrays in float64, so that every step runs in float64."""
-    changes = {name: np.asarray(getattr(options, name), dtype=np.float64)
-               for name in ("bias", "sinks", "alibi_slopes") if getattr(options, name) is not None}
+    changes = {
+        name: np.asarray(getattr(options, name), dtype=np.float64)
+        for name in ("bias", "sinks", "alibi_slopes")
+        if getattr(options, name) is not None
+    }
     return options.but(**changes) if changes else options
 
 

@@ -28,6 +28,7 @@ The modules, one job each:
 
     loading.py      find the folder or file, read config.json, params, tokenizer, pooling -> Model
     checkpoints.py  model.safetensors or its shards, through readers.tensors
+    jsonfiles.py    the folder's JSON files, read with one-line errors
     ggufs.py        a GGUF: metadata as fields, tensors dequantised and renamed, the tokenizer rebuilt
     fields.py       Fields: config.json's names, read with checks, each remembering its name in the file
     conventions.py  CONVENTIONS: each family's attention (scale, window, RoPE, soft-cap) per layer
@@ -52,6 +53,24 @@ from attncli.models.fields import Fields
 from attncli.models.loading import Model, load_model
 from attncli.models.running import Batch, Trace, sentence_embeddings, tokenize, trace
 
-__all__ = ["CONVENTIONS", "FAMILIES", "Batch", "Decoded", "Family", "Fields", "HeadSummaries", "LayerAttention",
-           "Model", "Prediction", "Selection", "Trace", "decode", "generate", "layer_attention", "load_model",
-           "sentence_embeddings", "tokenize", "trace"]
+__all__ = [
+    "CONVENTIONS",
+    "FAMILIES",
+    "Batch",
+    "Decoded",
+    "Family",
+    "Fields",
+    "HeadSummaries",
+    "LayerAttention",
+    "Model",
+    "Prediction",
+    "Selection",
+    "Trace",
+    "decode",
+    "generate",
+    "layer_attention",
+    "load_model",
+    "sentence_embeddings",
+    "tokenize",
+    "trace",
+]

@@ -105,8 +105,13 @@ class Tensors:
     found as ``weight``/``bias``. Every tensor comes out float32 and contiguous.
     """
 
-    def __init__(self, tensors: Mapping[str, np.ndarray], family: Family[Any, Any], source: str | None = None,
-                 implied_by: str = "config.json") -> None:
+    def __init__(
+        self,
+        tensors: Mapping[str, np.ndarray],
+        family: Family[Any, Any],
+        source: str | None = None,
+        implied_by: str = "config.json",
+    ) -> None:
         self.tensors, self.family, self.source, self.implied_by = tensors, family, source, implied_by
         self.names = {self._plain(name): name for name in tensors}
 
@@ -122,13 +127,17 @@ class Tensors:
     def take(self, name: str, *shape: int) -> np.ndarray:
         """The tensor ``name``, which must have ``shape``."""
         if name not in self.names:
-            raise AttnError(f"no tensor {name!r}", source=self.source,
-                            hint=f"is this a {self.family.name} model? "
-                                 f"attn reads {self.family.architecture}'s parameters")
+            raise AttnError(
+                f"no tensor {name!r}",
+                source=self.source,
+                hint=f"is this a {self.family.name} model? attn reads {self.family.architecture}'s parameters",
+            )
         array = self.tensors[self.names[name]]
         if array.shape != shape:
-            raise ShapeError(f"tensor {name!r} is {shape_text(array.shape)} but {self.implied_by} "
-                             f"implies {shape_text(shape)}", source=self.source)
+            raise ShapeError(
+                f"tensor {name!r} is {shape_text(array.shape)} but {self.implied_by} implies {shape_text(shape)}",
+                source=self.source,
+            )
         return np.ascontiguousarray(array, dtype=np.float32)
 
     def has(self, name: str) -> bool:
@@ -152,8 +161,7 @@ class Tensors:
         return Norm(g=self.take(f"{name}.weight", d), b=self.take(f"{name}.bias", d))
 
 
-def whole_number(config: Mapping[str, Any], key: str, source: str | None,
-                 default: int | None = None) -> int:
+def whole_number(config: Mapping[str, Any], key: str, source: str | None, default: int | None = None) -> int:
     """A positive whole number from config.json (``default`` when the key is absent)."""
     value = config.get(key, default)
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -172,5 +180,8 @@ def positive_number(config: Mapping[str, Any], key: str, source: str | None, def
 def check_heads(d_model: int, n_head: int, source: str | None, d_key: str, n_key: str) -> None:
     """The model width must split into the heads (named as config.json names them)."""
     if d_model % n_head:
-        raise ShapeError(f"{d_key} {d_model} does not split into {n_head} heads", source=source,
-                         hint=f"{d_key} must be a multiple of {n_key}")
+        raise ShapeError(
+            f"{d_key} {d_model} does not split into {n_head} heads",
+            source=source,
+            hint=f"{d_key} must be a multiple of {n_key}",
+        )

@@ -82,5 +82,9 @@ def silu(x: np.ndarray) -> np.ndarray:
 
 
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {  # config.json's name -> function
-    "gelu": gelu, "gelu_new": gelu_tanh, "gelu_pytorch_tanh": gelu_tanh, "relu": relu, "silu": silu,
+    "gelu": gelu,
+    "gelu_new": gelu_tanh,
+    "gelu_pytorch_tanh": gelu_tanh,
+    "relu": relu,
+    "silu": silu,
 }

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from attncli.errors import AttnError, file_error
+from attncli.models.jsonfiles import read_json
 
 SINGLE = "model.safetensors"
 INDEX = "model.safetensors.index.json"
@@ -32,9 +33,11 @@ def read_checkpoint(folder: Path) -> tuple[dict[str, Any], str]:
     if (folder / INDEX).is_file():
         return _read_shards(folder), str(folder / INDEX)
     other = next((f.name for f in sorted(folder.glob("*.bin")) if f.is_file()), None)
-    raise AttnError(f"no {SINGLE}", source=str(folder),
-                    hint=f"{other} is a PyTorch pickle, which attn does not read; "
-                         "convert it to safetensors" if other else None)
+    raise AttnError(
+        f"no {SINGLE}",
+        source=str(folder),
+        hint=f"{other} is a PyTorch pickle, which attn does not read; convert it to safetensors" if other else None,
+    )
 
 
 def _read(path: Path) -> dict[str, Any]:
@@ -49,8 +52,6 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _weight_map(folder: Path) -> dict[str, str]:
     """The index's ``weight_map``: tensor name -> shard file, each a file of this folder."""
-    from attncli.models.loading import read_json
-
     index = read_json(folder / INDEX)
     weight_map = index.get("weight_map")
     source = str(folder / INDEX)
@@ -58,8 +59,11 @@ def _weight_map(folder: Path) -> dict[str, str]:
         raise AttnError("weight_map must be an object naming each tensor's shard", source=source)
     for name, shard in weight_map.items():
         if not isinstance(shard, str) or Path(shard).name != shard or shard in ("", ".", ".."):
-            raise AttnError(f"weight_map puts {name!r} in {shard!r}, which is not a file name", source=source,
-                            hint="shards are files next to the index")
+            raise AttnError(
+                f"weight_map puts {name!r} in {shard!r}, which is not a file name",
+                source=source,
+                hint="shards are files next to the index",
+            )
     return weight_map
 
 
@@ -69,8 +73,11 @@ def _read_shards(folder: Path) -> dict[str, Any]:
     for shard in sorted(set(weight_map.values())):
         path = folder / shard
         if not path.is_file():
-            raise AttnError(f"names the shard {shard}, which is not in the folder", source=str(folder / INDEX),
-                            hint="every shard the index lists is needed")
+            raise AttnError(
+                f"names the shard {shard}, which is not in the folder",
+                source=str(folder / INDEX),
+                hint="every shard the index lists is needed",
+            )
         held = _read(path)
         missing = sorted(name for name, where in weight_map.items() if where == shard and name not in held)
         if missing:

@@ -103,16 +103,21 @@ class Sizes:
         n_layer, n_head, width = fields.whole(self.layers), fields.whole(self.heads), fields.whole(self.width)
         n_kv = fields.whole(self.kv_heads, n_head) if self.kv_heads else n_head
         if n_head % n_kv:
-            raise ShapeError(f"{fields.name(self.heads)} {n_head} is not a multiple of "
-                             f"{fields.name(self.kv_heads or self.heads)} {n_kv}", source=fields.source,
-                             hint="each key/value head serves the same number of query heads")
+            raise ShapeError(
+                f"{fields.name(self.heads)} {n_head} is not a multiple of "
+                f"{fields.name(self.kv_heads or self.heads)} {n_kv}",
+                source=fields.source,
+                hint="each key/value head serves the same number of query heads",
+            )
         if self.head_dim and fields.given(self.head_dim):
             head_dim, where = fields.whole(self.head_dim), fields.name(self.head_dim)
         else:
             if width % n_head:
-                raise ShapeError(f"{fields.name(self.width)} {width} does not split into {n_head} heads",
-                                 source=fields.source, hint=f"{fields.name(self.width)} must be a multiple of "
-                                                            f"{fields.name(self.heads)}")
+                raise ShapeError(
+                    f"{fields.name(self.width)} {width} does not split into {n_head} heads",
+                    source=fields.source,
+                    hint=f"{fields.name(self.width)} must be a multiple of {fields.name(self.heads)}",
+                )
             head_dim, where = width // n_head, f"{fields.name(self.width)}/{fields.name(self.heads)}"
         return Shape(n_layer, n_head, n_kv, head_dim, width, fields.whole(self.positions), where)
 
@@ -163,12 +168,17 @@ class LayerTypes:
         listed = fields.strings("layer_types") if self.listed else None
         if listed is not None:
             if len(listed) != shape.n_layer:
-                raise AttnError(f"{fields.name('layer_types')} has {len(listed)} entries for {shape.n_layer} layers",
-                                source=fields.source)
+                raise AttnError(
+                    f"{fields.name('layer_types')} has {len(listed)} entries for {shape.n_layer} layers",
+                    source=fields.source,
+                )
             kind = listed[layer]
             if kind not in (SLIDING, FULL):
-                raise AttnError(f"{fields.name('layer_types')}[{layer}] {kind!r} is not yet supported",
-                                source=fields.source, hint=f"attn reads {FULL!r} and {SLIDING!r} layers")
+                raise AttnError(
+                    f"{fields.name('layer_types')}[{layer}] {kind!r} is not yet supported",
+                    source=fields.source,
+                    hint=f"attn reads {FULL!r} and {SLIDING!r} layers",
+                )
             return kind, f"{fields.name('layer_types')}[{layer}]"
         if self.pattern is None:
             return FULL, None
@@ -216,8 +226,14 @@ class Window:
         if size is None:
             return None, None
         given = f"{fields.name(self.key)} {size}" + ("" if self.key in fields else " by default")
-        because = ", ".join(w for w in (f"{why} sliding" if why and why.startswith(fields.name("layer_types")) else why,
-                                        fields.name(self.switch) if self.switch else "") if w)
+        because = ", ".join(
+            w
+            for w in (
+                f"{why} sliding" if why and why.startswith(fields.name("layer_types")) else why,
+                fields.name(self.switch) if self.switch else "",
+            )
+            if w
+        )
         where = f"{given}; {because}" if because else given
         return (size - 1, 0), Derived("window", f"{size - 1},0", where)
 
@@ -229,13 +245,13 @@ class Window:
 class RopeRule:
     """How a family turns Q and K, and where θ comes from.
 
-    θ: the layer type's entry of a nested ``rope_parameters`` (Gemma 3), else
-    ``rope_parameters``/``rope_scaling``'s ``rope_theta`` (transformers ≥ 4.56
-    writes it there), else top-level ``rope_theta`` (older config.json), else
-    the family's default. Scaling: ``rope_scaling`` (the function), as
-transformers reads it. Pairing: Hugging Face's weights pair features by
-    halves (``neox``); llama.cpp permutes the Q and K rows of ``llama`` GGUFs so
-    that adjacent features pair (``gptj``), and keeps halves for the others.
+        θ: the layer type's entry of a nested ``rope_parameters`` (Gemma 3), else
+        ``rope_parameters``/``rope_scaling``'s ``rope_theta`` (transformers ≥ 4.56
+        writes it there), else top-level ``rope_theta`` (older config.json), else
+        the family's default. Scaling: ``rope_scaling`` (the function), as
+    transformers reads it. Pairing: Hugging Face's weights pair features by
+        halves (``neox``); llama.cpp permutes the Q and K rows of ``llama`` GGUFs so
+        that adjacent features pair (``gptj``), and keeps halves for the others.
     """
 
     style: RopeStyle = "neox"
@@ -281,8 +297,11 @@ transformers reads it. Pairing: Hugging Face's weights pair features by
         if dim == shape.head_dim:
             return None, ""
         if dim % 2 or dim > shape.head_dim:
-            raise AttnError(f"{name} gives {dim} rotated features of {shape.head_dim}", source=fields.source,
-                            hint="RoPE turns an even number of features, at most the head size")
+            raise AttnError(
+                f"{name} gives {dim} rotated features of {shape.head_dim}",
+                source=fields.source,
+                hint="RoPE turns an even number of features, at most the head size",
+            )
         return dim, f" on {dim} of {shape.head_dim} features ({name})"
 
 
@@ -298,8 +317,9 @@ def _rope_parameters(fields: Fields, layer_type: str, skip_scaling: bool = False
         if layer_type in params or (SLIDING in params or FULL in params):  # nested by layer type (Gemma 3)
             inner = params.get(layer_type) or {}
             if not isinstance(inner, Mapping):
-                raise AttnError(f"{fields.name(key)}.{layer_type} must be an object, got {inner!r}",
-                                source=fields.source)
+                raise AttnError(
+                    f"{fields.name(key)}.{layer_type} must be an object, got {inner!r}", source=fields.source
+                )
             return inner, f"{fields.name(key)}.{layer_type}"
         return params, fields.name(key)
     return {}, "rope_parameters"
@@ -319,16 +339,22 @@ def rope_scaling(params: Mapping[str, Any], where: str, fields: Fields) -> tuple
     if kind in ("default", None):
         return None, None
     if kind not in ROPE_SCALINGS:
-        raise AttnError(f"{where} type {kind!r} is not yet supported", source=fields.source,
-                        hint=f"attn applies {', '.join(ROPE_SCALINGS)} RoPE scaling")
+        raise AttnError(
+            f"{where} type {kind!r} is not yet supported",
+            source=fields.source,
+            hint=f"attn applies {', '.join(ROPE_SCALINGS)} RoPE scaling",
+        )
     needed, optional = SCALING_FIELDS[kind]
     values = {name: params[name] for name in needed + optional if params.get(name) is not None}
     original = "original_max_position_embeddings"
     if kind == "dynamic":
         values[original] = fields.whole("max_position_embeddings")
     elif original in needed:
-        values[original] = fields.whole(original) if fields.given(original) else \
-            values.get(original, fields.whole("max_position_embeddings"))
+        values[original] = (
+            fields.whole(original)
+            if fields.given(original)
+            else values.get(original, fields.whole("max_position_embeddings"))
+        )
     if kind in ("yarn", "longrope") and values.get("factor") is None and values.get(original):
         values["factor"] = fields.whole("max_position_embeddings") / values[original]
     for name in ("short_factor", "long_factor"):
@@ -338,8 +364,9 @@ def rope_scaling(params: Mapping[str, Any], where: str, fields: Fields) -> tuple
         scaling = RopeScaling(kind, **values)
     except (UsageError, TypeError) as e:  # a field of the wrong type: RopeScaling's own line, named
         message = e.message if isinstance(e, UsageError) else "a field of the wrong type"
-        raise AttnError(f"{where}: {message}", source=fields.source,
-                        hint=e.hint if isinstance(e, UsageError) else None) from None
+        raise AttnError(
+            f"{where}: {message}", source=fields.source, hint=e.hint if isinstance(e, UsageError) else None
+        ) from None
     factor = f" ×{_number(float(scaling.factor))}" if scaling.factor is not None else ""
     return scaling, Derived("RoPE scaling", f"{kind}{factor}", where)
 
@@ -370,8 +397,10 @@ class Convention:
         weights have (default: the file's, a GGUF's llama.cpp's)."""
         shape = self.shape(fields)
         if not 0 <= layer < shape.n_layer:
-            raise UsageError(f"layer {layer} is out of range: the model has {shape.n_layer} layers "
-                             f"(0 to {shape.n_layer - 1})", source=fields.source)
+            raise UsageError(
+                f"layer {layer} is out of range: the model has {shape.n_layer} layers (0 to {shape.n_layer - 1})",
+                source=fields.source,
+            )
         scale, scale_from = self.scale(fields, layer, shape)
         derived = [scale_from, Derived("causal", "")]
         layer_type, type_field = self.layer_types.of(fields, layer, shape)
@@ -385,8 +414,9 @@ class Convention:
             derived.append(Derived("soft-cap", _number(softcap), fields.name(self.softcap)))
         rope = None
         if self.rope is not None:
-            rope, rope_from = self.rope.read(fields, layer_type, shape, layout or
-                                             ("gguf" if fields.origin == "gguf" else "hf"))
+            rope, rope_from = self.rope.read(
+                fields, layer_type, shape, layout or ("gguf" if fields.origin == "gguf" else "hf")
+            )
             derived.extend(rope_from)
         options = AttentionOptions(scale=scale, causal="bottom-right", window=window, softcap=softcap, rope=rope)
         return LayerAttention(self.model_type, layer, shape, options, tuple(derived), layer_type)
@@ -394,38 +424,78 @@ class Convention:
 
 # GGUF metadata (after "{arch}.") -> config.json names: llama.cpp's writers use one set for these families.
 LLAMA_GGUF_KEYS = {
-    "block_count": "num_hidden_layers", "context_length": "max_position_embeddings",
-    "embedding_length": "hidden_size", "feed_forward_length": "intermediate_size",
-    "attention.head_count": "num_attention_heads", "attention.head_count_kv": "num_key_value_heads",
-    "attention.key_length": "head_dim", "attention.layer_norm_rms_epsilon": "rms_norm_eps",
-    "rope.freq_base": "rope_theta", "rope.dimension_count": "rotary_dim", "vocab_size": "vocab_size",
+    "block_count": "num_hidden_layers",
+    "context_length": "max_position_embeddings",
+    "embedding_length": "hidden_size",
+    "feed_forward_length": "intermediate_size",
+    "attention.head_count": "num_attention_heads",
+    "attention.head_count_kv": "num_key_value_heads",
+    "attention.key_length": "head_dim",
+    "attention.layer_norm_rms_epsilon": "rms_norm_eps",
+    "rope.freq_base": "rope_theta",
+    "rope.dimension_count": "rotary_dim",
+    "vocab_size": "vocab_size",
 }
 GPT2_GGUF_KEYS = {
-    "block_count": "n_layer", "context_length": "n_positions", "embedding_length": "n_embd",
-    "feed_forward_length": "n_inner", "attention.head_count": "n_head",
-    "attention.layer_norm_epsilon": "layer_norm_epsilon", "vocab_size": "vocab_size",
+    "block_count": "n_layer",
+    "context_length": "n_positions",
+    "embedding_length": "n_embd",
+    "feed_forward_length": "n_inner",
+    "attention.head_count": "n_head",
+    "attention.layer_norm_epsilon": "layer_norm_epsilon",
+    "vocab_size": "vocab_size",
 }
 
 LLAMA_ROPE = RopeRule("neox", gguf_style="gptj")  # llama.cpp permutes llama's Q/K rows for its own RoPE
 
-CONVENTIONS: dict[str, Convention] = {c.model_type: c for c in (
-    Convention("gpt2", "GPT-2", scale=gpt2_scale,
-               sizes=Sizes("n_layer", "n_head", None, "n_embd", None, "n_positions"),
-               gguf=("gpt2",), gguf_keys=GPT2_GGUF_KEYS),
-    Convention("llama", "Llama", rope=LLAMA_ROPE, gguf=("llama",), gguf_keys=LLAMA_GGUF_KEYS),
-    Convention("mistral", "Mistral", rope=LLAMA_ROPE, layer_types=LayerTypes(every_layer, listed=False),
-               window=Window(default=4096)),
-    Convention("qwen2", "Qwen2", rope=RopeRule(), layer_types=LayerTypes(from_max_window_layers),
-               window=Window(default=4096, switch="use_sliding_window"), gguf=("qwen2",),
-               gguf_keys=LLAMA_GGUF_KEYS),
-    Convention("gemma2", "Gemma 2", scale=query_pre_attn_scalar, rope=RopeRule(),
-               layer_types=LayerTypes(every_other_layer), window=Window(default=4096),
-               softcap="attn_logit_softcapping"),
-    Convention("gemma3_text", "Gemma 3", scale=query_pre_attn_scalar,
-               rope=RopeRule(theta=1_000_000.0, local_theta=("rope_local_base_freq", 10_000.0), scaled_layers=FULL),
-               layer_types=LayerTypes(sliding_window_pattern), window=Window(default=4096),
-               softcap="attn_logit_softcapping"),
-)}
+CONVENTIONS: dict[str, Convention] = {
+    c.model_type: c
+    for c in (
+        Convention(
+            "gpt2",
+            "GPT-2",
+            scale=gpt2_scale,
+            sizes=Sizes("n_layer", "n_head", None, "n_embd", None, "n_positions"),
+            gguf=("gpt2",),
+            gguf_keys=GPT2_GGUF_KEYS,
+        ),
+        Convention("llama", "Llama", rope=LLAMA_ROPE, gguf=("llama",), gguf_keys=LLAMA_GGUF_KEYS),
+        Convention(
+            "mistral",
+            "Mistral",
+            rope=LLAMA_ROPE,
+            layer_types=LayerTypes(every_layer, listed=False),
+            window=Window(default=4096),
+        ),
+        Convention(
+            "qwen2",
+            "Qwen2",
+            rope=RopeRule(),
+            layer_types=LayerTypes(from_max_window_layers),
+            window=Window(default=4096, switch="use_sliding_window"),
+            gguf=("qwen2",),
+            gguf_keys=LLAMA_GGUF_KEYS,
+        ),
+        Convention(
+            "gemma2",
+            "Gemma 2",
+            scale=query_pre_attn_scalar,
+            rope=RopeRule(),
+            layer_types=LayerTypes(every_other_layer),
+            window=Window(default=4096),
+            softcap="attn_logit_softcapping",
+        ),
+        Convention(
+            "gemma3_text",
+            "Gemma 3",
+            scale=query_pre_attn_scalar,
+            rope=RopeRule(theta=1_000_000.0, local_theta=("rope_local_base_freq", 10_000.0), scaled_layers=FULL),
+            layer_types=LayerTypes(sliding_window_pattern),
+            window=Window(default=4096),
+            softcap="attn_logit_softcapping",
+        ),
+    )
+}
 GGUF_ARCHITECTURES: dict[str, Convention] = {arch: c for c in CONVENTIONS.values() for arch in c.gguf}
 
 
@@ -434,11 +504,17 @@ def convention_for(fields: Fields) -> Convention:
     model_type = fields.model_type
     if isinstance(model_type, str) and model_type in CONVENTIONS:
         if model_type == "gemma3_text" and fields.flag("use_bidirectional_attention", False):
-            raise AttnError(f"{fields.name('use_bidirectional_attention')} is not yet supported",
-                            source=fields.source, hint="attn reads Gemma 3 as a causal decoder")
+            raise AttnError(
+                f"{fields.name('use_bidirectional_attention')} is not yet supported",
+                source=fields.source,
+                hint="attn reads Gemma 3 as a causal decoder",
+            )
         return CONVENTIONS[model_type]
-    raise AttnError(f"no attention conventions for model_type {model_type!r}", source=fields.source,
-                    hint=f"attn knows {', '.join(sorted(CONVENTIONS))}")
+    raise AttnError(
+        f"no attention conventions for model_type {model_type!r}",
+        source=fields.source,
+        hint=f"attn knows {', '.join(sorted(CONVENTIONS))}",
+    )
 
 
 def layer_attention(fields: Fields, layer: int, layout: Layout | None = None) -> LayerAttention:
@@ -451,8 +527,11 @@ def gguf_fields(metadata: Mapping[str, Any], source: str | None = None) -> Field
     arch = metadata.get("general.architecture")
     convention = GGUF_ARCHITECTURES.get(arch) if isinstance(arch, str) else None
     if convention is None:
-        raise AttnError(f"unsupported GGUF architecture {arch!r}", source=source,
-                        hint=f"attn runs {', '.join(sorted(GGUF_ARCHITECTURES))}")
+        raise AttnError(
+            f"unsupported GGUF architecture {arch!r}",
+            source=source,
+            hint=f"attn runs {', '.join(sorted(GGUF_ARCHITECTURES))}",
+        )
     values: dict[str, Any] = {"model_type": convention.model_type}
     names = {"model_type": "general.architecture"}
     for suffix, key in convention.gguf_keys.items():
@@ -463,8 +542,11 @@ def gguf_fields(metadata: Mapping[str, Any], source: str | None = None) -> Field
         values["rope_scaling"] = {"rope_type": "linear", "factor": metadata.get(f"{arch}.rope.scaling.factor")}
         names["rope_scaling"] = f"{arch}.rope.scaling"
     elif scaling not in (None, "none"):  # llama.cpp's YaRN (ext_factor, attn_factor) is not Hugging Face's
-        raise AttnError(f"{arch}.rope.scaling.type {scaling!r} is not yet supported", source=source,
-                        hint="attn reads a GGUF's linear RoPE scaling only")
+        raise AttnError(
+            f"{arch}.rope.scaling.type {scaling!r} is not yet supported",
+            source=source,
+            hint="attn reads a GGUF's linear RoPE scaling only",
+        )
     return Fields(values, source, names, origin="gguf")
 
 

@@ -84,7 +84,8 @@ class _Sums:
         self.totals[1, layer, head] += w.max(axis=-1).sum(axis=-1, dtype=np.float64)
         self.totals[2, layer, head] += w[..., 0].sum(axis=-1, dtype=np.float64)
         self.totals[3, layer, head] += np.take_along_axis(
-            w, np.broadcast_to((positions - 1)[:, None], (*w.shape[:-1], 1)), axis=-1).sum(axis=(-1, -2))
+            w, np.broadcast_to((positions - 1)[:, None], (*w.shape[:-1], 1)), axis=-1
+        ).sum(axis=(-1, -2))
 
     def result(self, rows: int) -> HeadSummaries:
         mean = self.totals / max(rows, 1)
@@ -110,9 +111,11 @@ class Kept:
         queries = _resolve(selection.queries, n, "query position", "tokens")
         size = len(layers) * len(heads) * len(queries) * n * 4
         if size > KEPT_BYTES:
-            raise AttnError(f"keeping the weights of {plural(len(layers), 'layer')} × {plural(len(heads), 'head')} "
-                            f"× {len(queries):,} queries × {n:,} keys needs {size / 2**30:.1f} GiB",
-                            hint="select fewer layers, heads or queries")
+            raise AttnError(
+                f"keeping the weights of {plural(len(layers), 'layer')} × {plural(len(heads), 'head')} "
+                f"× {len(queries):,} queries × {n:,} keys needs {size / 2**30:.1f} GiB",
+                hint="select fewer layers, heads or queries",
+            )
         weights = np.zeros((len(layers), len(heads), len(queries), n), dtype=np.float32)
         sums = _Sums(n_layer, n_head) if selection.summaries else None
         return cls(layers, heads, queries, weights, sums, n_head)
@@ -133,8 +136,9 @@ class _LayerKeep:
     def __init__(self, kept: Kept, layer: int) -> None:
         self.kept, self.layer = kept, layer
         self.slot = kept.layers.index(layer) if layer in kept.layers else None
-        self.heads = list(range(kept.n_head)) if kept.sums is not None else (kept.heads if self.slot is not None
-                                                                              else [])
+        self.heads = (
+            list(range(kept.n_head)) if kept.sums is not None else (kept.heads if self.slot is not None else [])
+        )
 
     def take(self, heads: Sequence[int], w: np.ndarray, start: int) -> None:
         """w [len(heads), r, n_k]: the weights of ``heads`` for the queries at start .. start + r − 1."""
@@ -163,8 +167,10 @@ def _resolve(chosen: tuple[int, ...] | None, n: int, what: str, things: str) -> 
     picked: list[int] = []
     for i in chosen:
         if not -n <= i < n:
-            raise UsageError(f"{what} {i} is out of range: there are {plural(n, things[:-1])}"  # "2 layers"
-                             + (f" (0 to {n - 1})" if n else ""))
+            raise UsageError(
+                f"{what} {i} is out of range: there are {plural(n, things[:-1])}"  # "2 layers"
+                + (f" (0 to {n - 1})" if n else "")
+            )
         if i % n not in picked:
             picked.append(i % n)
     return picked
@@ -198,8 +204,16 @@ class Pass:
     logits: np.ndarray  # [len(predict), n_vocab] at the positions asked
 
 
-def run(steps: DecoderSteps[Any, Any], params: Any, config: Any, ids: np.ndarray, *,
-        cache: Cache | None = None, kept: Kept | None = None, predict: Sequence[int] = ()) -> Pass:
+def run(
+    steps: DecoderSteps[Any, Any],
+    params: Any,
+    config: Any,
+    ids: np.ndarray,
+    *,
+    cache: Cache | None = None,
+    kept: Kept | None = None,
+    predict: Sequence[int] = (),
+) -> Pass:
     """The decoder on token ids [n], after the cache's tokens (if any).
 
     Each layer: Q, K, V from the family's ``project``; attention with the
@@ -220,13 +234,17 @@ def run(steps: DecoderSteps[Any, Any], params: Any, config: Any, ids: np.ndarray
         if cache is not None:
             cache.length += len(ids)
         hidden = steps.norm(params, config, x)  # [n, d_model]
-        logits = steps.logits(params, config, hidden[list(predict)]) if len(predict) else \
-            np.zeros((0, config.n_vocab), dtype=hidden.dtype)
+        logits = (
+            steps.logits(params, config, hidden[list(predict)])
+            if len(predict)
+            else np.zeros((0, config.n_vocab), dtype=hidden.dtype)
+        )
     return Pass(hidden, logits)
 
 
-def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, start: int,
-           keep: _LayerKeep | None) -> np.ndarray:
+def attend(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, start: int, keep: _LayerKeep | None
+) -> np.ndarray:
     """Every head's attention output, through attn's ``attention``, keeping what ``keep`` asks.
 
     q [H, n_q, d] at positions start .. start + n_q − 1; k, v [H_kv, n_k, d] at
@@ -260,8 +278,9 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOption
 
 def _length_dependent(options: AttentionOptions) -> bool:
     """RoPE scaling whose frequencies depend on the sequence's length (dynamic, longrope)."""
-    return options.rope is not None and options.rope.scaling is not None and \
-        options.rope.scaling.kind in LENGTH_DEPENDENT
+    return (
+        options.rope is not None and options.rope.scaling is not None and options.rope.scaling.kind in LENGTH_DEPENDENT
+    )
 
 
 def _at(options: AttentionOptions, first: int, n_q: int, n_k: int) -> AttentionOptions:
@@ -291,8 +310,9 @@ def forward_all(steps: DecoderSteps[Any, Any]) -> Forward[Any, Any]:
     """A decoder as an encoder's ``Family.forward``: every layer's and head's weights
     of each text in a batch (right-padded), for ``running.trace`` and embeddings."""
 
-    def forward(params: Any, config: Any, ids: np.ndarray, types: np.ndarray,
-                allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def forward(
+        params: Any, config: Any, ids: np.ndarray, types: np.ndarray, allowed: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
         b, n = ids.shape
         hidden = np.zeros((b, n, config.d_model), dtype=np.float32)
         weights = np.zeros((config.n_layer, b, config.n_head, n, n), dtype=np.float32)

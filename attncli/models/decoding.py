@@ -70,8 +70,10 @@ class Decoded:
 
 def _steps(model: Model) -> DecoderSteps[Any, Any]:
     if model.family.decoder is None:
-        raise UsageError(f"{model.family.name} is an encoder: it predicts no next token and generates nothing",
-                         hint="decoders: GPT-2, Llama, Mistral, Qwen2")
+        raise UsageError(
+            f"{model.family.name} is an encoder: it predicts no next token and generates nothing",
+            hint="decoders: GPT-2, Llama, Mistral, Qwen2",
+        )
     return model.family.decoder
 
 
@@ -85,16 +87,26 @@ def encode(model: Model, text: str, more: int = 0) -> tuple[list[int], list[str]
     limit = model.config.n_positions
     if len(ids) + more > limit:
         asked = f" and {more} more to generate" if more else ""
-        raise AttnError(f"the text is {len(ids)} tokens{asked} but the model takes at most {limit}",
-                        hint="shorten it" + (" or generate fewer" if more else ""))
+        raise AttnError(
+            f"the text is {len(ids)} tokens{asked} but the model takes at most {limit}",
+            hint="shorten it" + (" or generate fewer" if more else ""),
+        )
     if max(ids) >= model.config.n_vocab:
-        raise AttnError(f"the tokenizer gives id {max(ids)} but the model has {model.config.n_vocab} embeddings",
-                        source=str(model.path))
+        raise AttnError(
+            f"the tokenizer gives id {max(ids)} but the model has {model.config.n_vocab} embeddings",
+            source=str(model.path),
+        )
     return ids, list(enc.tokens), [bool(s) for s in enc.special_tokens_mask]
 
 
-def decode(model: Model, text: str, selection: Selection = EVERYTHING, *, top_next: int = TOP_NEXT,
-           predict: Sequence[int] = (-1,)) -> Decoded:
+def decode(
+    model: Model,
+    text: str,
+    selection: Selection = EVERYTHING,
+    *,
+    top_next: int = TOP_NEXT,
+    predict: Sequence[int] = (-1,),
+) -> Decoded:
     """Run a text through a decoder, keeping the selection's weights (every layer,
     head and query by default; refused with the memory it needs when too big) and
     the ``top_next`` likeliest next tokens after each position in ``predict``."""
@@ -103,8 +115,15 @@ def decode(model: Model, text: str, selection: Selection = EVERYTHING, *, top_ne
     return _traced(model, steps, ids, pieces, special, len(ids), selection, top_next, predict)
 
 
-def generate(model: Model, text: str, n: int, selection: Selection = EVERYTHING, *, top_next: int = TOP_NEXT,
-             stop_at_eos: bool = True) -> Decoded:
+def generate(
+    model: Model,
+    text: str,
+    n: int,
+    selection: Selection = EVERYTHING,
+    *,
+    top_next: int = TOP_NEXT,
+    stop_at_eos: bool = True,
+) -> Decoded:
     """Greedy generation: append the likeliest next token n times (one token a pass,
     with a KV cache; stopping after an end-of-sequence token), then trace prompt and
     generated tokens together. Causal attention makes each generated token's row the
@@ -125,28 +144,65 @@ def generate(model: Model, text: str, n: int, selection: Selection = EVERYTHING,
                 break
             p = run(steps, params, config, np.asarray([token]), cache=cache, predict=[-1])
     specials = _special_ids(model)
-    return _traced(model, steps, ids + new, pieces + [model.tokenizer.id_to_token(i) for i in new],
-                   special + [i in specials for i in new], len(ids), selection, top_next, (-1,))
+    return _traced(
+        model,
+        steps,
+        ids + new,
+        pieces + [model.tokenizer.id_to_token(i) for i in new],
+        special + [i in specials for i in new],
+        len(ids),
+        selection,
+        top_next,
+        (-1,),
+    )
 
 
-def _traced(model: Model, steps: DecoderSteps[Any, Any], ids: list[int], pieces: list[str], special: list[bool],
-            prompt_length: int, selection: Selection, top_next: int, predict: Sequence[int]) -> Decoded:
+def _traced(
+    model: Model,
+    steps: DecoderSteps[Any, Any],
+    ids: list[int],
+    pieces: list[str],
+    special: list[bool],
+    prompt_length: int,
+    selection: Selection,
+    top_next: int,
+    predict: Sequence[int],
+) -> Decoded:
     config = model.config
     n = len(ids)
     positions = [_position(p, n) for p in predict]
     kept = Kept.plan(selection, config.n_layer, config.n_head, n)
     p = run(steps, model.params, config, np.asarray(ids), kept=kept, predict=positions)
     attention: tuple[LayerAttention, ...] = tuple(config.attention)  # type: ignore[attr-defined]  # a decoder's
-    allowed = np.stack([band_allowed(range(n), range(n), n, n, attention[layer].options.causal,
-                                     attention[layer].options.window)[kept.queries] for layer in kept.layers]) \
-        if kept.layers else np.zeros((0, len(kept.queries), n), dtype=bool)
+    allowed = (
+        np.stack(
+            [
+                band_allowed(
+                    range(n), range(n), n, n, attention[layer].options.causal, attention[layer].options.window
+                )[kept.queries]
+                for layer in kept.layers
+            ]
+        )
+        if kept.layers
+        else np.zeros((0, len(kept.queries), n), dtype=bool)
+    )
     tokens = [model.tokenizer.decode([i], skip_special_tokens=False) for i in ids]
-    return Decoded(tokens=tokens, pieces=pieces, ids=ids, special=special, prompt_length=prompt_length,
-                   layers=kept.layers, heads=kept.heads, queries=kept.queries, weights=kept.weights,
-                   allowed=allowed, summaries=kept.summaries,
-                   next=[_prediction(model, position, row, top_next)
-                         for position, row in zip(positions, p.logits, strict=True)],
-                   hidden=p.hidden, attention=attention)
+    return Decoded(
+        tokens=tokens,
+        pieces=pieces,
+        ids=ids,
+        special=special,
+        prompt_length=prompt_length,
+        layers=kept.layers,
+        heads=kept.heads,
+        queries=kept.queries,
+        weights=kept.weights,
+        allowed=allowed,
+        summaries=kept.summaries,
+        next=[_prediction(model, position, row, top_next) for position, row in zip(positions, p.logits, strict=True)],
+        hidden=p.hidden,
+        attention=attention,
+    )
 
 
 def _position(position: int, n: int) -> int:
@@ -163,9 +219,12 @@ def _prediction(model: Model, position: int, logits: np.ndarray, k: int) -> Pred
     k = min(max(k, 0), len(p))
     top = np.argpartition(-p, k - 1)[:k] if k else np.zeros(0, dtype=np.int64)
     top = top[np.lexsort((top, -p[top]))]  # by probability, then id
-    return Prediction(position, [int(i) for i in top],
-                      [model.tokenizer.decode([int(i)], skip_special_tokens=False) for i in top],
-                      [float(p[i]) for i in top])
+    return Prediction(
+        position,
+        [int(i) for i in top],
+        [model.tokenizer.decode([int(i)], skip_special_tokens=False) for i in top],
+        [float(p[i]) for i in top],
+    )
 
 
 def _special_ids(model: Model) -> set[int]:

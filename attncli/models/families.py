@@ -31,5 +31,8 @@ def family_for(config: Mapping[str, Any], source: str | None = None) -> Family[A
     architecture = ", ".join(map(str, architectures)) if isinstance(architectures, list) else None
     architecture = architecture or model_type
     known = "; ".join(f"{family.name} {family.kind}s: model_type {name!r}" for name, family in FAMILIES.items())
-    raise AttnError(f"unsupported architecture {architecture or 'unknown'!r} (model_type {model_type!r})",
-                    source=source, hint=f"attn runs {known}")
+    raise AttnError(
+        f"unsupported architecture {architecture or 'unknown'!r} (model_type {model_type!r})",
+        source=source,
+        hint=f"attn runs {known}",
+    )

@@ -23,8 +23,13 @@ _MISSING: Any = object()
 class Fields(Mapping[str, Any]):
     """config.json's fields (or a GGUF's metadata under config.json's names), read with checks."""
 
-    def __init__(self, values: Mapping[str, Any], source: str | None = None,
-                 names: Mapping[str, str] | None = None, origin: Origin = "config.json") -> None:
+    def __init__(
+        self,
+        values: Mapping[str, Any],
+        source: str | None = None,
+        names: Mapping[str, str] | None = None,
+        origin: Origin = "config.json",
+    ) -> None:
         self.raw, self.source, self.names, self.origin = dict(values), source, dict(names or {}), origin
 
     def __getitem__(self, key: str) -> Any:

@@ -34,9 +34,32 @@ from attncli.models.fields import Fields
 
 # The tensor types attn dequantises (through gguf's quants.dequantize): floats,
 # llama.cpp's block quantisations, K-quants, I-quants and ternary ones.
-DEQUANTISED = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K",
-               "Q6_K", "IQ1_S", "IQ1_M", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ4_NL", "IQ4_XS",
-               "TQ1_0", "TQ2_0")
+DEQUANTISED = (
+    "F32",
+    "F16",
+    "BF16",
+    "Q4_0",
+    "Q4_1",
+    "Q5_0",
+    "Q5_1",
+    "Q8_0",
+    "Q2_K",
+    "Q3_K",
+    "Q4_K",
+    "Q5_K",
+    "Q6_K",
+    "IQ1_S",
+    "IQ1_M",
+    "IQ2_XXS",
+    "IQ2_XS",
+    "IQ2_S",
+    "IQ3_XXS",
+    "IQ3_S",
+    "IQ4_NL",
+    "IQ4_XS",
+    "TQ1_0",
+    "TQ2_0",
+)
 LAYER = re.compile(r"blk\.(\d+)\.(.+)")
 
 
@@ -127,14 +150,20 @@ def read_tensors(reader: Any, fields: Fields, family: Family[Any, Any], path: Pa
         pattern, hf_name = _hf_name(t.name, names, str(path))
         kind = t.tensor_type.name
         if kind not in DEQUANTISED:
-            raise AttnError(f"tensor {t.name!r} is quantised as {kind}, which attn does not dequantise",
-                            source=str(path), hint="attn reads F32, F16, BF16 and llama.cpp's Q4–Q8, K- and "
-                                                   "I-quants; re-quantise it with llama-quantize")
+            raise AttnError(
+                f"tensor {t.name!r} is quantised as {kind}, which attn does not dequantise",
+                source=str(path),
+                hint="attn reads F32, F16, BF16 and llama.cpp's Q4–Q8, K- and "
+                "I-quants; re-quantise it with llama-quantize",
+            )
         try:
             w = quants.dequantize(t.data, t.tensor_type)
         except NotImplementedError:
-            raise AttnError(f"tensor {t.name!r} is quantised as {kind}, which this gguf cannot dequantise",
-                            source=str(path), hint="pip install --upgrade gguf") from None
+            raise AttnError(
+                f"tensor {t.name!r} is quantised as {kind}, which this gguf cannot dequantise",
+                source=str(path),
+                hint="pip install --upgrade gguf",
+            ) from None
         w = np.asarray(w, dtype=np.float32).reshape(tuple(int(n) for n in reversed(t.shape)))
         if permute and pattern in names.permuted:
             heads = fields.whole(names.permuted[pattern], fields.whole("num_attention_heads"))  # K: kv heads
@@ -154,10 +183,16 @@ def _hf_name(name: str, names: GgufNames, source: str) -> tuple[str, str]:
     pattern = f"blk.{{i}}.{match[2]}" if match else base
     if pattern not in names.names:
         if base == "rope_freqs":
-            raise AttnError(f"tensor {name!r}: RoPE frequency factors (Llama 3.1's scaling) are not yet supported",
-                            source=source, hint="attn applies RoPE without scaling for now")
-        raise AttnError(f"tensor {name!r} has no place in attn's model of this architecture", source=source,
-                        hint="a variant attn does not run (new layers or norms)")
+            raise AttnError(
+                f"tensor {name!r}: RoPE frequency factors (Llama 3.1's scaling) are not yet supported",
+                source=source,
+                hint="attn applies RoPE without scaling for now",
+            )
+        raise AttnError(
+            f"tensor {name!r} has no place in attn's model of this architecture",
+            source=source,
+            hint="a variant attn does not run (new layers or norms)",
+        )
     hf = names.names[pattern].format(i=match[1] if match else "")
     return pattern, f"{hf}.{suffix}" if suffix else hf
 
@@ -167,8 +202,9 @@ def unpermute(w: np.ndarray, heads: int, name: str = "", source: str | None = No
     so that feature pairs are halves again. [d_out, …] -> [d_out, …] (a bias is [d_out])."""
     rows = w.shape[0]
     if rows % (2 * heads):
-        raise AttnError(f"tensor {name!r} has {rows} rows, which do not split into {heads} heads of pairs",
-                        source=source)
+        raise AttnError(
+            f"tensor {name!r} has {rows} rows, which do not split into {heads} heads of pairs", source=source
+        )
     # llama.cpp: hf.reshape(h, 2, d/h/2, …).swapaxes(1, 2); so gguf.reshape(h, d/h/2, 2, …).swapaxes(1, 2) is hf
     return w.reshape(heads, rows // heads // 2, 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
@@ -206,12 +242,18 @@ def read_tokenizer(reader: Any, path: Path) -> Any:
     if kind is None or "tokenizer.ggml.tokens" not in meta:
         raise AttnError("no tokenizer: the file has no tokenizer.ggml.model and tokens", source=source)
     if kind != "gpt2":
-        raise AttnError(f"tokenizer.ggml.model {kind!r} is not yet supported", source=source,
-                        hint="attn rebuilds byte-level BPE vocabularies ('gpt2')")
+        raise AttnError(
+            f"tokenizer.ggml.model {kind!r} is not yet supported",
+            source=source,
+            hint="attn rebuilds byte-level BPE vocabularies ('gpt2')",
+        )
     pre = meta.get("tokenizer.ggml.pre", "default")
     if pre not in PRE_TOKENIZERS:
-        raise AttnError(f"tokenizer.ggml.pre {pre!r} is not yet supported", source=source,
-                        hint=f"attn splits text as llama.cpp does for {', '.join(sorted(PRE_TOKENIZERS))}")
+        raise AttnError(
+            f"tokenizer.ggml.pre {pre!r} is not yet supported",
+            source=source,
+            hint=f"attn splits text as llama.cpp does for {', '.join(sorted(PRE_TOKENIZERS))}",
+        )
     tokens = meta["tokenizer.ggml.tokens"]
     merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
     try:
@@ -231,7 +273,8 @@ def read_tokenizer(reader: Any, path: Path) -> Any:
         if not isinstance(bos, int) or not 0 <= bos < len(tokens):
             raise AttnError(f"tokenizer.ggml.bos_token_id must be a token's id, got {bos!r}", source=source)
         tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{tokens[bos]} $A", pair=f"{tokens[bos]} $A {tokens[bos]} $B", special_tokens=[(tokens[bos], bos)])
+            single=f"{tokens[bos]} $A", pair=f"{tokens[bos]} $A {tokens[bos]} $B", special_tokens=[(tokens[bos], bos)]
+        )
     return tokenizer
 
 

@@ -60,12 +60,20 @@ class Gpt2Config:
         shape = convention.shape(fields)
         activation = fields.text("activation_function", "gelu_new")
         if activation not in ACTIVATIONS:
-            raise AttnError(f"unsupported activation {fields.name('activation_function')}={activation!r}",
-                            source=fields.source, hint=f"attn knows {', '.join(sorted(ACTIVATIONS))}")
+            raise AttnError(
+                f"unsupported activation {fields.name('activation_function')}={activation!r}",
+                source=fields.source,
+                hint=f"attn knows {', '.join(sorted(ACTIVATIONS))}",
+            )
         return cls(
-            n_vocab=fields.whole("vocab_size"), d_model=shape.d_model, n_layer=shape.n_layer, n_head=shape.n_head,
-            n_positions=shape.n_positions, d_ff=fields.whole("n_inner", 4 * shape.d_model),
-            eps=fields.number("layer_norm_epsilon", 1e-5), activation=activation,
+            n_vocab=fields.whole("vocab_size"),
+            d_model=shape.d_model,
+            n_layer=shape.n_layer,
+            n_head=shape.n_head,
+            n_positions=shape.n_positions,
+            d_ff=fields.whole("n_inner", 4 * shape.d_model),
+            eps=fields.number("layer_norm_epsilon", 1e-5),
+            activation=activation,
             tied=fields.flag("tie_word_embeddings", True),
             attention=tuple(convention.layer(fields, i, "hf") for i in range(shape.n_layer)),
         )
@@ -96,13 +104,20 @@ def read_params(t: Tensors, config: Gpt2Config) -> Gpt2Params:
     d, d_ff = config.d_model, config.d_ff
 
     def layer(p: str) -> LayerParams:
-        return LayerParams(ln_1=t.norm(f"{p}.ln_1", d), c_attn=t.conv1d(f"{p}.attn.c_attn", d, 3 * d),
-                           c_proj=t.conv1d(f"{p}.attn.c_proj", d, d), ln_2=t.norm(f"{p}.ln_2", d),
-                           c_fc=t.conv1d(f"{p}.mlp.c_fc", d, d_ff), mlp_proj=t.conv1d(f"{p}.mlp.c_proj", d_ff, d))
+        return LayerParams(
+            ln_1=t.norm(f"{p}.ln_1", d),
+            c_attn=t.conv1d(f"{p}.attn.c_attn", d, 3 * d),
+            c_proj=t.conv1d(f"{p}.attn.c_proj", d, d),
+            ln_2=t.norm(f"{p}.ln_2", d),
+            c_fc=t.conv1d(f"{p}.mlp.c_fc", d, d_ff),
+            mlp_proj=t.conv1d(f"{p}.mlp.c_proj", d_ff, d),
+        )
 
     return Gpt2Params(
-        wte=t.take("wte.weight", config.n_vocab, d), wpe=t.take("wpe.weight", config.n_positions, d),
-        layers=tuple(layer(f"h.{i}") for i in range(config.n_layer)), ln_f=t.norm("ln_f", d),
+        wte=t.take("wte.weight", config.n_vocab, d),
+        wpe=t.take("wpe.weight", config.n_positions, d),
+        layers=tuple(layer(f"h.{i}") for i in range(config.n_layer)),
+        ln_f=t.norm("ln_f", d),
         lm_head=None if config.tied else t.take("lm_head.weight", config.n_vocab, d),
     )
 
@@ -140,18 +155,33 @@ def logits(params: Gpt2Params, config: Gpt2Config, x: np.ndarray) -> np.ndarray:
 
 
 STEPS: DecoderSteps[Gpt2Config, Gpt2Params] = DecoderSteps(
-    embed=embed, project=project, finish=finish, layers=lambda p: p.layers, norm=norm, logits=logits)
+    embed=embed, project=project, finish=finish, layers=lambda p: p.layers, norm=norm, logits=logits
+)
 
 # llama.cpp's names (convert_hf_to_gguf.py writes Conv1D weights transposed, [d_out, d_in])
 GGUF = GgufNames(
-    names={"token_embd": "wte", "position_embd": "wpe", "output_norm": "ln_f", "output": "lm_head",
-           "blk.{i}.attn_norm": "h.{i}.ln_1", "blk.{i}.attn_qkv": "h.{i}.attn.c_attn",
-           "blk.{i}.attn_output": "h.{i}.attn.c_proj", "blk.{i}.ffn_norm": "h.{i}.ln_2",
-           "blk.{i}.ffn_up": "h.{i}.mlp.c_fc", "blk.{i}.ffn_down": "h.{i}.mlp.c_proj"},
+    names={
+        "token_embd": "wte",
+        "position_embd": "wpe",
+        "output_norm": "ln_f",
+        "output": "lm_head",
+        "blk.{i}.attn_norm": "h.{i}.ln_1",
+        "blk.{i}.attn_qkv": "h.{i}.attn.c_attn",
+        "blk.{i}.attn_output": "h.{i}.attn.c_proj",
+        "blk.{i}.ffn_norm": "h.{i}.ln_2",
+        "blk.{i}.ffn_up": "h.{i}.mlp.c_fc",
+        "blk.{i}.ffn_down": "h.{i}.mlp.c_proj",
+    },
     transposed=("blk.{i}.attn_qkv", "blk.{i}.attn_output", "blk.{i}.ffn_up", "blk.{i}.ffn_down"),
 )
 
 FAMILY: Family[Gpt2Config, Gpt2Params] = Family(
-    name="GPT-2", architecture="GPT2LMHeadModel", prefix="transformer.",
-    config=Gpt2Config.from_dict, params=read_params, forward=forward_all(STEPS), decoder=STEPS, gguf=GGUF,
+    name="GPT-2",
+    architecture="GPT2LMHeadModel",
+    prefix="transformer.",
+    config=Gpt2Config.from_dict,
+    params=read_params,
+    forward=forward_all(STEPS),
+    decoder=STEPS,
+    gguf=GGUF,
 )

@@ -59,13 +59,23 @@ class LlamaConfig:
         shape = convention.shape(fields)
         activation = fields.text("hidden_act", "silu")
         if activation not in ACTIVATIONS:
-            raise AttnError(f"unsupported activation {fields.name('hidden_act')}={activation!r}",
-                            source=fields.source, hint=f"attn knows {', '.join(sorted(ACTIVATIONS))}")
+            raise AttnError(
+                f"unsupported activation {fields.name('hidden_act')}={activation!r}",
+                source=fields.source,
+                hint=f"attn knows {', '.join(sorted(ACTIVATIONS))}",
+            )
         return cls(
-            model_type=convention.model_type, n_vocab=fields.whole("vocab_size"), d_model=shape.d_model,
-            n_layer=shape.n_layer, n_head=shape.n_head, n_kv_head=shape.n_kv_head, head_dim=shape.head_dim,
-            d_ff=fields.whole("intermediate_size"), n_positions=shape.n_positions,
-            eps=fields.number("rms_norm_eps", 1e-6), activation=activation,
+            model_type=convention.model_type,
+            n_vocab=fields.whole("vocab_size"),
+            d_model=shape.d_model,
+            n_layer=shape.n_layer,
+            n_head=shape.n_head,
+            n_kv_head=shape.n_kv_head,
+            head_dim=shape.head_dim,
+            d_ff=fields.whole("intermediate_size"),
+            n_positions=shape.n_positions,
+            eps=fields.number("rms_norm_eps", 1e-6),
+            activation=activation,
             tied=fields.flag("tie_word_embeddings", False),
             attention=tuple(convention.layer(fields, i, "hf") for i in range(shape.n_layer)),
         )
@@ -97,8 +107,12 @@ class LlamaParams:
 def read_params(t: Tensors, config: LlamaConfig) -> LlamaParams:
     """The ``LlamaForCausalLM`` tensors by name; each weight kept as a transposed
     view (x @ W.T is one BLAS call either way), biases where the checkpoint has them."""
-    d, d_ff, q_out, kv_out = config.d_model, config.d_ff, config.n_head * config.head_dim, \
-        config.n_kv_head * config.head_dim
+    d, d_ff, q_out, kv_out = (
+        config.d_model,
+        config.d_ff,
+        config.n_head * config.head_dim,
+        config.n_kv_head * config.head_dim,
+    )
 
     def linear(name: str, d_in: int, d_out: int) -> Linear:
         return t.linear(name, d_in, d_out, bias=None, copy=False)
@@ -106,16 +120,20 @@ def read_params(t: Tensors, config: LlamaConfig) -> LlamaParams:
     def layer(p: str) -> LayerParams:
         return LayerParams(
             attn_norm=t.take(f"{p}.input_layernorm.weight", d),
-            q=linear(f"{p}.self_attn.q_proj", d, q_out), k=linear(f"{p}.self_attn.k_proj", d, kv_out),
-            v=linear(f"{p}.self_attn.v_proj", d, kv_out), o=linear(f"{p}.self_attn.o_proj", q_out, d),
+            q=linear(f"{p}.self_attn.q_proj", d, q_out),
+            k=linear(f"{p}.self_attn.k_proj", d, kv_out),
+            v=linear(f"{p}.self_attn.v_proj", d, kv_out),
+            o=linear(f"{p}.self_attn.o_proj", q_out, d),
             mlp_norm=t.take(f"{p}.post_attention_layernorm.weight", d),
-            gate=linear(f"{p}.mlp.gate_proj", d, d_ff), up=linear(f"{p}.mlp.up_proj", d, d_ff),
+            gate=linear(f"{p}.mlp.gate_proj", d, d_ff),
+            up=linear(f"{p}.mlp.up_proj", d, d_ff),
             down=linear(f"{p}.mlp.down_proj", d_ff, d),
         )
 
     return LlamaParams(
         embed=t.take("embed_tokens.weight", config.n_vocab, d),
-        layers=tuple(layer(f"layers.{i}") for i in range(config.n_layer)), norm=t.take("norm.weight", d),
+        layers=tuple(layer(f"layers.{i}") for i in range(config.n_layer)),
+        norm=t.take("norm.weight", d),
         lm_head=None if config.tied else t.take("lm_head.weight", config.n_vocab, d),  # tied: as transformers
     )
 
@@ -130,8 +148,11 @@ def embed(params: LlamaParams, config: LlamaConfig, ids: np.ndarray, start: int)
 def project(lp: LayerParams, config: LlamaConfig, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     # [n, d_model] -> q [n_head, n, head_dim], k and v [n_kv_head, n, head_dim]
     h = rms_norm(x, lp.attn_norm, config.eps)
-    return (split_heads(dense(h, lp.q), config.n_head), split_heads(dense(h, lp.k), config.n_kv_head),
-            split_heads(dense(h, lp.v), config.n_kv_head))
+    return (
+        split_heads(dense(h, lp.q), config.n_head),
+        split_heads(dense(h, lp.k), config.n_kv_head),
+        split_heads(dense(h, lp.v), config.n_kv_head),
+    )
 
 
 def finish(lp: LayerParams, config: LlamaConfig, x: np.ndarray, attended: np.ndarray) -> np.ndarray:
@@ -152,24 +173,41 @@ def logits(params: LlamaParams, config: LlamaConfig, x: np.ndarray) -> np.ndarra
 
 
 STEPS: DecoderSteps[LlamaConfig, LlamaParams] = DecoderSteps(
-    embed=embed, project=project, finish=finish, layers=lambda p: p.layers, norm=norm, logits=logits)
+    embed=embed, project=project, finish=finish, layers=lambda p: p.layers, norm=norm, logits=logits
+)
 
 # llama.cpp's names; for the llama architecture it permutes the rows of Q and K
 # (per head) so that its RoPE pairs adjacent features; loading undoes it.
 GGUF = GgufNames(
-    names={"token_embd": "embed_tokens", "output_norm": "norm", "output": "lm_head",
-           "blk.{i}.attn_norm": "layers.{i}.input_layernorm", "blk.{i}.attn_q": "layers.{i}.self_attn.q_proj",
-           "blk.{i}.attn_k": "layers.{i}.self_attn.k_proj", "blk.{i}.attn_v": "layers.{i}.self_attn.v_proj",
-           "blk.{i}.attn_output": "layers.{i}.self_attn.o_proj",
-           "blk.{i}.ffn_norm": "layers.{i}.post_attention_layernorm", "blk.{i}.ffn_gate": "layers.{i}.mlp.gate_proj",
-           "blk.{i}.ffn_up": "layers.{i}.mlp.up_proj", "blk.{i}.ffn_down": "layers.{i}.mlp.down_proj"},
+    names={
+        "token_embd": "embed_tokens",
+        "output_norm": "norm",
+        "output": "lm_head",
+        "blk.{i}.attn_norm": "layers.{i}.input_layernorm",
+        "blk.{i}.attn_q": "layers.{i}.self_attn.q_proj",
+        "blk.{i}.attn_k": "layers.{i}.self_attn.k_proj",
+        "blk.{i}.attn_v": "layers.{i}.self_attn.v_proj",
+        "blk.{i}.attn_output": "layers.{i}.self_attn.o_proj",
+        "blk.{i}.ffn_norm": "layers.{i}.post_attention_layernorm",
+        "blk.{i}.ffn_gate": "layers.{i}.mlp.gate_proj",
+        "blk.{i}.ffn_up": "layers.{i}.mlp.up_proj",
+        "blk.{i}.ffn_down": "layers.{i}.mlp.down_proj",
+    },
     permuted={"blk.{i}.attn_q": "num_attention_heads", "blk.{i}.attn_k": "num_key_value_heads"},
 )
 
 
 def family(name: str, architecture: str) -> Family[LlamaConfig, LlamaParams]:
-    return Family(name=name, architecture=architecture, prefix="model.", config=LlamaConfig.from_dict,
-                  params=read_params, forward=forward_all(STEPS), decoder=STEPS, gguf=GGUF)
+    return Family(
+        name=name,
+        architecture=architecture,
+        prefix="model.",
+        config=LlamaConfig.from_dict,
+        params=read_params,
+        forward=forward_all(STEPS),
+        decoder=STEPS,
+        gguf=GGUF,
+    )
 
 
 FAMILIES = {

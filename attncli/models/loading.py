@@ -7,17 +7,17 @@ these (``ggufs``). Nothing is ever downloaded.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attncli.errors import AttnError, UsageError, file_error
+from attncli.errors import AttnError, UsageError
 from attncli.models.base import Family, ModelConfig, Tensors, whole_number
 from attncli.models.checkpoints import checkpoint_files, read_checkpoint
 from attncli.models.families import FAMILIES, family_for
 from attncli.models.fields import Fields
+from attncli.models.jsonfiles import parse_json, read_json
 from attncli.models.pooling import POOLINGS
 
 MODEL_ENV = "ATTN_MODEL"  # the default for --model
@@ -75,8 +75,7 @@ def cached_snapshot(name: str, cache: Path | None = None) -> Path | None:
         snapshot = repo / "snapshots" / ref.read_text().strip()
         if snapshot.is_dir():
             return snapshot
-    snapshots = sorted((s for s in (repo / "snapshots").iterdir() if s.is_dir()),
-                       key=lambda s: s.stat().st_mtime)
+    snapshots = sorted((s for s in (repo / "snapshots").iterdir() if s.is_dir()), key=lambda s: s.stat().st_mtime)
     return snapshots[-1] if snapshots else None
 
 
@@ -89,13 +88,18 @@ def find_model(name: str | None) -> Path:
     if path.is_dir() or (path.suffix.lower() == ".gguf" and path.exists()):
         return path
     if path.exists():
-        raise AttnError("is a file, not a model folder", source=name,
-                        hint="give the folder that holds config.json and model.safetensors, or a .gguf file")
+        raise AttnError(
+            "is a file, not a model folder",
+            source=name,
+            hint="give the folder that holds config.json and model.safetensors, or a .gguf file",
+        )
     snapshot = cached_snapshot(name)
     if snapshot is None:
-        raise AttnError(f"no model folder, and no model of that name in {hf_cache()}", source=name,
-                        hint="attn never downloads: give a folder with config.json, "
-                             "model.safetensors and vocab.txt")
+        raise AttnError(
+            f"no model folder, and no model of that name in {hf_cache()}",
+            source=name,
+            hint="attn never downloads: give a folder with config.json, model.safetensors and vocab.txt",
+        )
     return snapshot
 
 
@@ -108,34 +112,7 @@ def _require_extra(gguf: bool = False) -> None:
         try:
             __import__(module)
         except ImportError:
-            raise AttnError(f"running a model needs {module}, from the 'models' extra",
-                            hint=EXTRA_HINT) from None
-
-
-def _parse_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except RecursionError:
-        raise AttnError("not valid JSON: nested too deeply", source=str(path)) from None
-    except ValueError as e:  # not UTF-8, not JSON, a number of more than 4,300 digits
-        problem = "a number has too many digits" if "integer string conversion" in str(e) else str(e).splitlines()[0]
-        raise AttnError(f"not valid JSON: {problem}", source=str(path)) from None
-    except OSError as e:
-        raise file_error(str(path), e) from None
-
-
-def read_json(path: Path, required: bool = False) -> dict:
-    """A JSON object from the model folder ({} for an optional file that is absent)."""
-    if not path.is_file():
-        if required:
-            raise AttnError(f"not a model folder: no {path.name}", source=str(path.parent),
-                            hint="a model folder holds config.json, model.safetensors "
-                                 "and vocab.txt or tokenizer.json")
-        return {}
-    data = _parse_json(path)
-    if not isinstance(data, dict):
-        raise AttnError("expected a JSON object", source=str(path))
-    return data
+            raise AttnError(f"running a model needs {module}, from the 'models' extra", hint=EXTRA_HINT) from None
 
 
 def read_config(folder: Path) -> tuple[Family[Any, Any], ModelConfig, Fields]:
@@ -161,16 +138,21 @@ def read_tokenizer(folder: Path, decoder: bool = False) -> Any:
         if (folder / "tokenizer.json").is_file():
             tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
         elif decoder:
-            raise AttnError("no tokenizer: no tokenizer.json", source=str(folder),
-                            hint="a decoder's folder holds the tokenizer.json Hugging Face saves with it")
+            raise AttnError(
+                "no tokenizer: no tokenizer.json",
+                source=str(folder),
+                hint="a decoder's folder holds the tokenizer.json Hugging Face saves with it",
+            )
         elif (folder / "vocab.txt").is_file():
             from tokenizers.implementations import BertWordPieceTokenizer
 
             settings = read_json(folder / "tokenizer_config.json")
             lowercase = settings.get("do_lower_case", True)
             if not isinstance(lowercase, bool):
-                raise AttnError(f"do_lower_case must be true or false, got {lowercase!r}",
-                                source=str(folder / "tokenizer_config.json"))
+                raise AttnError(
+                    f"do_lower_case must be true or false, got {lowercase!r}",
+                    source=str(folder / "tokenizer_config.json"),
+                )
             tokenizer = BertWordPieceTokenizer(str(folder / "vocab.txt"), lowercase=lowercase)._tokenizer
         else:
             raise AttnError("no tokenizer: neither tokenizer.json nor vocab.txt", source=str(folder))
@@ -199,7 +181,7 @@ def read_pooling(folder: Path) -> tuple[str, bool]:
 def _read_modules(folder: Path) -> list:
     """sentence-transformers' modules.json: a list of {type, path}; [] if absent."""
     path = folder / "modules.json"
-    data = _parse_json(path) if path.is_file() else []
+    data = parse_json(path) if path.is_file() else []
     return data if isinstance(data, list) else []
 
 
@@ -207,11 +189,20 @@ def read_files(folder: Path) -> list[Path]:
     """Every file of a model folder (or the GGUF file) that ``load_model`` may read."""
     if folder.is_file():
         return [folder]
-    names = ["config.json", "sentence_bert_config.json", "modules.json", "tokenizer.json", "vocab.txt",
-             "tokenizer_config.json"]
+    names = [
+        "config.json",
+        "sentence_bert_config.json",
+        "modules.json",
+        "tokenizer.json",
+        "vocab.txt",
+        "tokenizer_config.json",
+    ]
     pooling = [str(m.get("path") or "") for m in _read_modules(folder) if isinstance(m, dict)]
-    return [folder / name for name in names] + checkpoint_files(folder) + \
-        [folder / path / "config.json" for path in ["1_Pooling", *pooling] if path]
+    return (
+        [folder / name for name in names]
+        + checkpoint_files(folder)
+        + [folder / path / "config.json" for path in ["1_Pooling", *pooling] if path]
+    )
 
 
 def load_gguf(path: Path, name: str) -> Model:
@@ -224,9 +215,19 @@ def load_gguf(path: Path, name: str) -> Model:
     family = FAMILIES[fields.model_type]
     config = family.config(fields, str(path))
     params = family.params(ggufs.read_tensors(reader, fields, family, path), config)
-    return Model(name=name, path=path, family=family, config=config, params=params, tokenizer=tokenizer,
-                 max_tokens=config.n_positions, pooling="mean", normalise=False, fields=fields,
-                 eos=ggufs.eos_ids(reader))
+    return Model(
+        name=name,
+        path=path,
+        family=family,
+        config=config,
+        params=params,
+        tokenizer=tokenizer,
+        max_tokens=config.n_positions,
+        pooling="mean",
+        normalise=False,
+        fields=fields,
+        eos=ggufs.eos_ids(reader),
+    )
 
 
 def _eos(fields: Fields, folder: Path) -> tuple[int, ...]:
@@ -254,7 +255,16 @@ def load_model(name: str | os.PathLike[str] | None = None) -> Model:
     pooling, normalise = read_pooling(folder)
     decoder = family.kind == "decoder"
     tokenizer = read_tokenizer(folder, decoder)  # before the params: a missing tokenizer is found at once
-    return Model(name=str(name or folder), path=folder, family=family, config=config,
-                 params=read_params(folder, family, config), tokenizer=tokenizer,
-                 max_tokens=max_tokens, pooling=pooling, normalise=normalise, fields=fields,
-                 eos=_eos(fields, folder) if decoder else ())
+    return Model(
+        name=str(name or folder),
+        path=folder,
+        family=family,
+        config=config,
+        params=read_params(folder, family, config),
+        tokenizer=tokenizer,
+        max_tokens=max_tokens,
+        pooling=pooling,
+        normalise=normalise,
+        fields=fields,
+        eos=_eos(fields, folder) if decoder else (),
+    )
