@@ -22,8 +22,9 @@ from packaging.version import InvalidVersion, Version
 
 def available(name: str) -> list[Version]:
     """The releases of ``name`` the index has, newest first."""
-    listing = subprocess.run([sys.executable, "-m", "pip", "index", "versions", name],
-                             capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        [sys.executable, "-m", "pip", "index", "versions", name], capture_output=True, text=True, check=True
+    ).stdout
     line = next(line for line in listing.splitlines() if line.startswith("Available versions:"))
     versions = []
     for text in re.split(r",\s*", line.split(":", 1)[1].strip()):

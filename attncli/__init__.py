@@ -16,9 +16,18 @@ live in ``attncli.core`` (see its ``__init__`` for the modules).
 
 __version__ = "0.2.0"
 __all__ = [
-    "AttentionOptions", "AttnError", "Grads", "Rope", "RopeScaling", "attention", "attention_blocked",
-    "attention_grad", "attention_steps", "causal_mask",
-    "multi_head_attention", "softmax",
+    "AttentionOptions",
+    "AttnError",
+    "Grads",
+    "Rope",
+    "RopeScaling",
+    "attention",
+    "attention_blocked",
+    "attention_grad",
+    "attention_steps",
+    "causal_mask",
+    "multi_head_attention",
+    "softmax",
 ]
 
 _LAZY = {

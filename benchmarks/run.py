@@ -17,8 +17,9 @@
    thread against BLAS left at its own threads.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
 3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
-4. Start-up: ``attn --help`` and ``attn run samples/colors.yaml --format json``
-   against a bare Typer app that imports numpy, median of many runs.
+4. Start-up, whole processes, median of many interleaved runs: ``attn --help``
+   against a bare Typer app; ``attn run``, ``attn softmax`` against a Typer
+   app that imports numpy and prints a Rich table (``--startup`` alone).
 
 Not part of the test suite; it takes a minute or two. ``--quick`` stops at
 n = 4096 and runs fewer start-ups; ``--shapes`` runs the shapes table alone,
@@ -46,7 +47,6 @@ sys.path.insert(0, str(ROOT))
 from attncli.core.api import attention_blocked  # noqa: E402  (after the path is set)
 
 BARE_APP = """\
-import numpy
 import typer
 
 app = typer.Typer()
@@ -55,6 +55,28 @@ app = typer.Typer()
 @app.command()
 def main(name: str = "world"):
     print(name)
+
+
+app()
+"""
+
+# issue 24's second yardstick: what any Typer tool that computes with numpy and prints a table pays.
+TABLE_APP = """\
+import numpy
+import typer
+
+app = typer.Typer()
+
+
+@app.command()
+def main(name: str = "world"):
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table()
+    table.add_column(name)
+    table.add_row(str(numpy.ones(3)))
+    Console().print(table)
 
 
 app()
@@ -120,8 +142,10 @@ def kernels(sizes: list[int], d: int = 64) -> None:
     rng = np.random.default_rng(0)
     for n in sizes:
         q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
-        contenders = {"attn": lambda q=q, k=k, v=v: attention_blocked(q, k, v),
-                      "seed": lambda q=q, k=k, v=v: seed_attention(q, k, v)}
+        contenders = {
+            "attn": lambda q=q, k=k, v=v: attention_blocked(q, k, v),
+            "seed": lambda q=q, k=k, v=v: seed_attention(q, k, v),
+        }
         if torch is not None:
             tq, tk, tv = (torch.from_numpy(m)[None] for m in (q, k, v))
             contenders["torch"] = lambda tq=tq, tk=tk, tv=tv: F.scaled_dot_product_attention(tq, tk, tv)[0].numpy()
@@ -136,8 +160,10 @@ def kernels(sizes: list[int], d: int = 64) -> None:
                 best[name] = min(best[name], seconds)
         diff = max(float(np.abs(out - outputs["attn"]).max()) for out in outputs.values())
         ours, seed, theirs = best["attn"], best["seed"], best.get("torch", math.nan)
-        print(f"{n:>6} | {ours:7.3f} | {seed:7.3f} | {theirs:7.3f} | {seed / ours:8.1f}× | "
-              f"{theirs / ours:9.1f}× | {diff:.1e}")
+        print(
+            f"{n:>6} | {ours:7.3f} | {seed:7.3f} | {theirs:7.3f} | {seed / ours:8.1f}× | "
+            f"{theirs / ours:9.1f}× | {diff:.1e}"
+        )
         del outputs
 
 
@@ -191,10 +217,14 @@ def shapes(rounds: int, flex: bool) -> None:
         torch = None
     rate = sgemm_rate()
     flex_note = "no torch" if torch is None else _flex_unavailable() if flex else "not run"
-    print(f"\n## Shapes models run: output only, float32, best of {rounds} to {MOST_ROUNDS} interleaved runs (sgemm "
-          f"{rate / 1e9:.0f} GFLOP/s; FlexAttention: {flex_note or 'torch.compile on the CPU, compile not timed'})\n")
-    print(f"{'case':<20} {'shape':<20} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'flex ms':>8} "
-          f"{'flex/attn':>9} {'sgemm':>6}  max |diff|")
+    print(
+        f"\n## Shapes models run: output only, float32, best of {rounds} to {MOST_ROUNDS} interleaved runs (sgemm "
+        f"{rate / 1e9:.0f} GFLOP/s; FlexAttention: {flex_note or 'torch.compile on the CPU, compile not timed'})\n"
+    )
+    print(
+        f"{'case':<20} {'shape':<20} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'flex ms':>8} "
+        f"{'flex/attn':>9} {'sgemm':>6}  max |diff|"
+    )
     print("-" * 112)
     rng = np.random.default_rng(0)
     for label, shape, h_kv, causal, window, extra in SHAPES:
@@ -209,9 +239,15 @@ def shapes(rounds: int, flex: bool) -> None:
             tq, tk, tv = (torch.from_numpy(m) for m in (q, k, v))
             mask = None if window is None else torch.from_numpy(allowed)
             contenders["torch"] = lambda tq=tq, tk=tk, tv=tv, mask=mask, c=causal and window is None: (
-                F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask, is_causal=c,
-                                               enable_gqa=tq.shape[-3] != tk.shape[-3] if tq.ndim == 4 else False)
-                .numpy())
+                F.scaled_dot_product_attention(
+                    tq,
+                    tk,
+                    tv,
+                    attn_mask=mask,
+                    is_causal=c,
+                    enable_gqa=tq.shape[-3] != tk.shape[-3] if tq.ndim == 4 else False,
+                ).numpy()
+            )
         if torch is not None and not flex_note and (window is not None or extra):
             contenders["flex"] = _flex(q, k, v, causal, window, extra)
             contenders["flex"]()  # compiles for this mask and score: not timed
@@ -228,8 +264,10 @@ def shapes(rounds: int, flex: bool) -> None:
         heads = math.prod(shape[:-2])
         useful = 4 * heads * int(allowed.sum()) * d
         ours, theirs, flexes = best["attn"], best.get("torch", math.nan), best.get("flex", math.nan)
-        print(f"{label:<20} {str(list(shape)):<20} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "
-              f"{_ms(flexes):>8} {_ratio(flexes / ours):>9} {useful / ours / rate:5.0%}  {diff}")
+        print(
+            f"{label:<20} {str(list(shape)):<20} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "
+            f"{_ms(flexes):>8} {_ratio(flexes / ours):>9} {useful / ours / rate:5.0%}  {diff}"
+        )
         del outputs
 
 
@@ -264,8 +302,10 @@ def spared(rounds: int) -> None:
             seconds_full, _ = timed(run_full)
             best_masked, best_full = min(best_masked, seconds_masked), min(best_full, seconds_full)
             ratios.append(seconds_masked / seconds_full)
-        print(f"{label:<12} {str(list(shape)):<12} {_ms(best_masked):>10} {_ms(best_full):>8} "
-              f"{best_masked / best_full:9.3f}× {statistics.median(ratios):16.3f}×")
+        print(
+            f"{label:<12} {str(list(shape)):<12} {_ms(best_masked):>10} {_ms(best_full):>8} "
+            f"{best_masked / best_full:9.3f}× {statistics.median(ratios):16.3f}×"
+        )
 
 
 # The backward pass: attention_grad (forward + backward, float64) against
@@ -309,8 +349,10 @@ def gemm_rates() -> None:
                             fn()
                         best[who] = min(best[who], (time.perf_counter() - start) / 50)
                 rates = {who: 2 * m * k * n / seconds / 1e9 for who, seconds in best.items()}
-                print(f"float64 [{m}, {k}] @ [{k}, {n}], 1 thread: numpy {rates['numpy']:.0f} GFLOP/s, "
-                      f"torch {rates['torch']:.0f}")
+                print(
+                    f"float64 [{m}, {k}] @ [{k}, {n}], 1 thread: numpy {rates['numpy']:.0f} GFLOP/s, "
+                    f"torch {rates['torch']:.0f}"
+                )
     finally:
         torch.set_num_threads(threads)
 
@@ -328,10 +370,14 @@ def backward(rounds: int) -> None:
     except ImportError:
         torch = None
     rate = max(sgemm_rate(np.float64, 2), 2 * sgemm_rate(np.float64, 1))  # the two cores' dgemm, as well as it goes now
-    print(f"\n## Backward: forward + backward, float64, {rounds} interleaved rounds (dgemm {rate / 1e9:.0f} GFLOP/s "
-          f"on the cores, load average {os.getloadavg()[0]:.1f})\n")
-    print(f"{'case':<18} {'shape':<18} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'median':>7} {'dgemm':>6}  "
-          f"max |diff|")
+    print(
+        f"\n## Backward: forward + backward, float64, {rounds} interleaved rounds (dgemm {rate / 1e9:.0f} GFLOP/s "
+        f"on the cores, load average {os.getloadavg()[0]:.1f})\n"
+    )
+    print(
+        f"{'case':<18} {'shape':<18} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'median':>7} {'dgemm':>6}  "
+        f"max |diff|"
+    )
     print("-" * 100)
     rng = np.random.default_rng(0)
     for label, shape, h_kv, causal in BACKWARD:
@@ -358,8 +404,10 @@ def backward(rounds: int) -> None:
         allowed = n * (n + 1) // 2 if causal else n * n
         useful = 7 * 2 * d * allowed * math.prod(shape[:-2])
         ours, theirs = best["attn"], best.get("torch", math.nan)
-        print(f"{label:<18} {str(list(shape)):<18} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "
-              f"{_ratio(statistics.median(ratios)):>7} {useful / ours / rate:5.0%}  {diff}")
+        print(
+            f"{label:<18} {str(list(shape)):<18} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "
+            f"{_ratio(statistics.median(ratios)):>7} {useful / ours / rate:5.0%}  {diff}"
+        )
 
 
 def _torch_backward(q, k, v, dout, causal: bool):
@@ -382,8 +430,10 @@ def backward_spared(rounds: int, shape: tuple[int, ...] = (1, 8, 4096, 64)) -> N
         import torch  # noqa: F401
     except ImportError:
         torch = None
-    print(f"\n## What causal spares in the backward pass: causal against full, {list(shape)}, float64, "
-          f"{rounds} rounds, each in turn (load average {os.getloadavg()[0]:.1f})\n")
+    print(
+        f"\n## What causal spares in the backward pass: causal against full, {list(shape)}, float64, "
+        f"{rounds} rounds, each in turn (load average {os.getloadavg()[0]:.1f})\n"
+    )
     print(f"{'':<6} {'causal ms':>10} {'full ms':>8} {'best/best':>10} {'median of ratios':>17}")
     print("-" * 56)
     rng = np.random.default_rng(0)
@@ -398,8 +448,10 @@ def backward_spared(rounds: int, shape: tuple[int, ...] = (1, 8, 4096, 64)) -> N
             seconds_full, _ = timed(lambda fn=fn: fn(False))
             best_causal, best_full = min(best_causal, seconds_causal), min(best_full, seconds_full)
             ratios.append(seconds_causal / seconds_full)
-        print(f"{name:<6} {_ms(best_causal):>10} {_ms(best_full):>8} {best_causal / best_full:9.3f}× "
-              f"{statistics.median(ratios):16.3f}×")
+        print(
+            f"{name:<6} {_ms(best_causal):>10} {_ms(best_full):>8} {best_causal / best_full:9.3f}× "
+            f"{statistics.median(ratios):16.3f}×"
+        )
 
 
 def one_worker(rounds: int, n: int = 8192, d: int = 64) -> None:
@@ -411,14 +463,18 @@ def one_worker(rounds: int, n: int = 8192, d: int = 64) -> None:
 
     import attncli.core.parallel as parallel
 
-    print(f"\n## One worker and BLAS's threads: attention_blocked, [{n}, {d}] float32, best (median) of {rounds} "
-          f"rounds, seconds (load average {os.getloadavg()[0]:.1f})\n")
+    print(
+        f"\n## One worker and BLAS's threads: attention_blocked, [{n}, {d}] float32, best (median) of {rounds} "
+        f"rounds, seconds (load average {os.getloadavg()[0]:.1f})\n"
+    )
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
     held = parallel.blas_held
-    cases = {"workers=1, BLAS held to 1 thread": (held, 1),
-             "workers=1, BLAS left at its threads": (lambda workers: nullcontext(), 1),
-             "workers=2, BLAS held to 1 thread each": (held, 2)}
+    cases = {
+        "workers=1, BLAS held to 1 thread": (held, 1),
+        "workers=1, BLAS left at its threads": (lambda workers: nullcontext(), 1),
+        "workers=2, BLAS held to 1 thread each": (held, 2),
+    }
     times: dict[str, list[float]] = {name: [] for name in cases}
     try:
         for _ in range(rounds):
@@ -449,16 +505,36 @@ def backward_memory(sizes: list[int], d: int = 64, heads: int = 4) -> None:
     float64) and runs attention_grad causal on them, at several n: beside what
     its arrays hold (the inputs, O, dQ, dK, dV: 8 · n · d · heads numbers), and
     what one float64 n × n matrix per head would take."""
-    print(f"\n## Peak memory of the backward pass: a process running attention_grad causal, [1, {heads}, n, {d}], "
-          f"float64\n")
-    print(f"{'n':>6} {'max RSS MiB':>12} {'its arrays MiB':>15} {'the rest MiB':>13} {'seconds':>8} "
-          f"{'n × n per head MiB':>19}")
+    print(
+        f"\n## Peak memory of the backward pass: a process running attention_grad causal, [1, {heads}, n, {d}], "
+        f"float64\n"
+    )
+    print(
+        f"{'n':>6} {'max RSS MiB':>12} {'its arrays MiB':>15} {'the rest MiB':>13} {'seconds':>8} "
+        f"{'n × n per head MiB':>19}"
+    )
     print("-" * 80)
     for n in sizes:
         start = time.perf_counter()
         measured = subprocess.run(
-            [sys.executable, "-c", PEAK_OF_CHILD, os.devnull, sys.executable, "-c", GRAD_IN_A_CHILD, str(n), str(d),
-             str(heads)], cwd=ROOT, env=_env(), capture_output=True, text=True, check=True)
+            [
+                sys.executable,
+                "-c",
+                PEAK_OF_CHILD,
+                os.devnull,
+                sys.executable,
+                "-c",
+                GRAD_IN_A_CHILD,
+                str(n),
+                str(d),
+                str(heads),
+            ],
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         elapsed = time.perf_counter() - start
         rss = int(measured.stdout) / 1024
         arrays = 8 * n * d * heads * 8 / 2**20
@@ -540,12 +616,18 @@ def peak_memory(n: int, d: int = 64) -> None:
         # small Python process (no numpy) starts attn and reads its peak.
         measured = subprocess.run(
             [sys.executable, "-c", PEAK_OF_CHILD, out, sys.executable, "-m", "attncli", "run", *files, "-f", "npy"],
-            cwd=ROOT, env=_env(), capture_output=True, text=True, check=True,
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=True,
         )
         elapsed = time.perf_counter() - start
         ok = np.load(out).shape == (n, d)
-        print(f"max RSS {int(measured.stdout) / 1024:.0f} MiB in {elapsed:.2f} s "
-              f"({'ok' if ok else 'FAILED'}; the full {n}×{n} float32 weights alone: {n * n * 4 / 2**30:.1f} GiB)")
+        print(
+            f"max RSS {int(measured.stdout) / 1024:.0f} MiB in {elapsed:.2f} s "
+            f"({'ok' if ok else 'FAILED'}; the full {n}×{n} float32 weights alone: {n * n * 4 / 2**30:.1f} GiB)"
+        )
 
 
 def csv_reading(rows: int, d: int = 64) -> None:
@@ -573,26 +655,41 @@ def csv_reading(rows: int, d: int = 64) -> None:
 
 
 def startup(runs: int) -> None:
+    """Whole processes, interleaved: attn --help against a bare Typer app (its --help), and attn run,
+    explain and softmax against a Typer app that imports numpy and prints a Rich table."""
     print(f"\n## Start-up: median (min) of {runs} runs each, interleaved, milliseconds\n")
     with tempfile.TemporaryDirectory() as tmp:
-        bare = os.path.join(tmp, "bare.py")
+        bare, table = os.path.join(tmp, "bare.py"), os.path.join(tmp, "table.py")
         Path(bare).write_text(BARE_APP)
+        Path(table).write_text(TABLE_APP)
+        attn = [sys.executable, "-m", "attncli"]
         commands = {
-            "bare Typer + numpy app --help": [sys.executable, bare, "--help"],
-            "attn --help": [sys.executable, "-m", "attncli", "--help"],
-            "attn run samples/colors.yaml --format json":
-                [sys.executable, "-m", "attncli", "run", "samples/colors.yaml", "--format", "json"],
+            "bare Typer app --help": ([sys.executable, bare, "--help"], None),
+            "attn --help": ([*attn, "--help"], "bare Typer app --help"),
+            "Typer + numpy + Rich table app": ([sys.executable, table], None),
+            "attn run samples/colors.yaml -f json": (
+                [*attn, "run", "samples/colors.yaml", "-f", "json"],
+                "Typer + numpy + Rich table app",
+            ),
+            "attn run samples/colors.yaml -f table": (
+                [*attn, "run", "samples/colors.yaml", "-f", "table"],
+                "Typer + numpy + Rich table app",
+            ),
+            "attn softmax 1 2 3 -f json": (
+                [*attn, "softmax", "1", "2", "3", "-f", "json"],
+                "Typer + numpy + Rich table app",
+            ),
         }
         times: dict[str, list[float]] = {name: [] for name in commands}
         for _ in range(runs):
-            for name, command in commands.items():
+            for name, (command, _) in commands.items():
                 start = time.perf_counter()
                 subprocess.run(command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, check=True)
                 times[name].append(time.perf_counter() - start)
-        floor = statistics.median(times["bare Typer + numpy app --help"])
         for name, ts in times.items():
-            median = statistics.median(ts)
-            print(f"{name:<45} {median * 1000:6.0f} ({min(ts) * 1000:4.0f})   {median / floor:.2f}× the bare app")
+            median, against = statistics.median(ts), commands[name][1]
+            ratio = f"   {median / statistics.median(times[against]):.2f}× {against}" if against else ""
+            print(f"{name:<40} {median * 1000:6.0f} ({min(ts) * 1000:4.0f}){ratio}")
 
 
 def _env() -> dict:
@@ -603,8 +700,18 @@ def _env() -> dict:
 
 def machine() -> None:
     print("# attn benchmarks")
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else "?"
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else "?"
+    )
     try:
         import torch
 
@@ -612,21 +719,31 @@ def machine() -> None:
     except ImportError:
         torch_version = "torch not installed"
     blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-    print(f"\n{cpu}, {len(os.sched_getaffinity(0))} cores; Python {platform.python_version()}, "
-          f"numpy {np.__version__} ({blas.get('name')} {blas.get('version')}), {torch_version}; "
-          f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}")
+    print(
+        f"\n{cpu}, {len(os.sched_getaffinity(0))} cores; Python {platform.python_version()}, "
+        f"numpy {np.__version__} ({blas.get('name')} {blas.get('version')}), {torch_version}; "
+        f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', 'unset')}"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="n up to 4096, fewer start-up runs")
-    parser.add_argument("--shapes", action="store_true",
-                        help="only the table of the shapes models run, and what the mask spares")
+    parser.add_argument(
+        "--shapes", action="store_true", help="only the table of the shapes models run, and what the mask spares"
+    )
     parser.add_argument("--no-flex", action="store_true", help="no FlexAttention column (it compiles for ~20 s a row)")
-    parser.add_argument("--backward", action="store_true",
-                        help="only the backward pass (beside torch, what causal spares, peak memory) and one worker")
+    parser.add_argument(
+        "--backward",
+        action="store_true",
+        help="only the backward pass (beside torch, what causal spares, peak memory) and one worker",
+    )
+    parser.add_argument("--startup", action="store_true", help="only the start-up table")
     args = parser.parse_args()
     machine()
+    if args.startup:
+        startup(5 if args.quick else 30)
+        return
     if args.backward:
         gemm_rates()
         backward(3 if args.quick else 7)

@@ -120,18 +120,24 @@ def main() -> None:
     cos = (x * orig).sum(1) / (np.linalg.norm(x, axis=1) * np.linalg.norm(orig, axis=1))
     worst = int(np.argmin(cos))
     print(f"kept {n:,} words (GloVe rank up to {idx[-1] + 1:,}; last: {words[-1]!r})")
-    print(f"wrote {args.out.relative_to(REPO) if args.out.is_relative_to(REPO) else args.out}: "
-          f"{len(data):,} bytes ({len(data) / 2**20:.2f} MiB, {len(data) / n:.1f} bytes/word)")
+    print(
+        f"wrote {args.out.relative_to(REPO) if args.out.is_relative_to(REPO) else args.out}: "
+        f"{len(data):,} bytes ({len(data) / 2**20:.2f} MiB, {len(data) / n:.1f} bytes/word)"
+    )
     print(f"cosine compact vs float32: worst {cos.min():.6f} ({words[worst]!r}), mean {cos.mean():.7f}")
     print(f"max abs element error: {np.abs(x - orig).max():.5f}")
 
     ref = {w: all_x[all_words.index(w)] for w in ["fruit", *FRUIT_KEYS]}
     got = {w: x[words.index(w)] for w in ["fruit", *FRUIT_KEYS]}
     (rs, rw, rv), (gs, gw, gv) = fruit(ref), fruit(got)
-    print(f"fruit . {FRUIT_KEYS} dot products: float32 {np.round(rs, 6).tolist()}, "
-          f"compact {np.round(gs, 6).tolist()}, max abs error {np.abs(rs - gs).max():.6f}")
-    print(f"fruit weights: float32 {np.round(rw, 6).tolist()}, compact {np.round(gw, 6).tolist()}, "
-          f"max abs error {np.abs(rw - gw).max():.6f}")
+    print(
+        f"fruit . {FRUIT_KEYS} dot products: float32 {np.round(rs, 6).tolist()}, "
+        f"compact {np.round(gs, 6).tolist()}, max abs error {np.abs(rs - gs).max():.6f}"
+    )
+    print(
+        f"fruit weights: float32 {np.round(rw, 6).tolist()}, compact {np.round(gw, 6).tolist()}, "
+        f"max abs error {np.abs(rw - gw).max():.6f}"
+    )
     print(f"fruit value (10, 5, 2): float32 {rv:.6f}, compact {gv:.6f}")
     missing = [w for w in EVERYDAY if w not in set(words)]
     ranks = {w: all_words.index(w) + 1 for w in EVERYDAY}

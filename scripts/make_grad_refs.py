@@ -108,8 +108,14 @@ def sdpa(q: Any, k: Any, v: Any, s: dict[str, Any], arrays: dict[str, Any]) -> A
     import torch
 
     return torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, attn_mask=arrays.get("mask"), is_causal=s.get("causal") == "top-left",
-        scale=s.get("scale"), enable_gqa=q.shape[-3] != k.shape[-3])
+        q,
+        k,
+        v,
+        attn_mask=arrays.get("mask"),
+        is_causal=s.get("causal") == "top-left",
+        scale=s.get("scale"),
+        enable_gqa=q.shape[-3] != k.shape[-3],
+    )
 
 
 # name: (implementation, heads (H_q, H_kv), attn's settings, extra arrays to draw)
@@ -127,10 +133,24 @@ CASES: dict[str, tuple[Any, tuple[int, int], dict[str, Any], tuple[str, ...]]] =
     "rope_neox": (explicit, (2, 2), {"rope": ["neox", 10000.0, None, None]}, ()),
     "rope_gptj_partial": (explicit, (2, 2), {"rope": ["gptj", 500.0, 4, 2]}, ()),
     "sinks": (explicit, (4, 2), {}, ("sinks",)),
-    "everything_gqa": (explicit, (4, 2), {"softcap": 2.0, "alibi": True, "rope": ["neox", 10000.0, None, None],
-                                          "window": [3, -1], "causal": "bottom-right"}, ("sinks", "bias")),
-    "gptj_softcap_sinks_window": (explicit, (6, 3), {"rope": ["gptj", 10000.0, None, 1], "softcap": 1.0,
-                                                     "window": [1, 2], "scale": 0.5}, ("sinks",)),
+    "everything_gqa": (
+        explicit,
+        (4, 2),
+        {
+            "softcap": 2.0,
+            "alibi": True,
+            "rope": ["neox", 10000.0, None, None],
+            "window": [3, -1],
+            "causal": "bottom-right",
+        },
+        ("sinks", "bias"),
+    ),
+    "gptj_softcap_sinks_window": (
+        explicit,
+        (6, 3),
+        {"rope": ["gptj", 10000.0, None, 1], "softcap": 1.0, "window": [1, 2], "scale": 0.5},
+        ("sinks",),
+    ),
 }
 
 
@@ -153,8 +173,12 @@ def main() -> None:
     n_q, n_k, d_k, d_v = 5, 7, 6, 4
     pinned: dict[str, np.ndarray] = {}
     for name, (_, (h_q, h_kv), settings, extra) in CASES.items():
-        inputs = {"q": rng.normal(size=(1, h_q, n_q, d_k)), "k": rng.normal(size=(1, h_kv, n_k, d_k)),
-                  "v": rng.normal(size=(1, h_kv, n_k, d_v)), "dout": rng.normal(size=(1, h_q, n_q, d_v))}
+        inputs = {
+            "q": rng.normal(size=(1, h_q, n_q, d_k)),
+            "k": rng.normal(size=(1, h_kv, n_k, d_k)),
+            "v": rng.normal(size=(1, h_kv, n_k, d_v)),
+            "dout": rng.normal(size=(1, h_q, n_q, d_v)),
+        }
         arrays: dict[str, np.ndarray] = {}
         if "mask" in extra:
             arrays["mask"] = rng.random(size=(n_q, n_k)) < 0.7

@@ -41,28 +41,104 @@ TOKENS = 3  # keys at 0..2, queries at L − 3..L − 1
 
 # microsoft/Phi-3.5-mini-instruct, config.json's rope_scaling (48 pairs: head_dim 96).
 PHI35_LONG = [
-    1.0800000429153442, 1.1100000143051147, 1.1399999856948853, 1.340000033378601, 1.5899999141693115,
-    1.600000023841858, 1.6200000047683716, 2.620000123977661, 3.2300000190734863, 3.2300000190734863,
-    4.789999961853027, 7.400000095367432, 7.700000286102295, 9.09000015258789, 12.199999809265137,
-    17.670000076293945, 24.46000099182129, 28.57000160217285, 30.420001983642578, 30.840002059936523,
-    32.590003967285156, 32.93000411987305, 42.320003509521484, 44.96000289916992, 50.340003967285156,
-    50.45000457763672, 57.55000305175781, 57.93000411987305, 58.21000289916992, 60.1400032043457,
-    62.61000442504883, 62.62000274658203, 62.71000289916992, 63.1400032043457, 63.1400032043457,
-    63.77000427246094, 63.93000411987305, 63.96000289916992, 63.970001220703125, 64.02999877929688,
-    64.06999969482422, 64.08000183105469, 64.12000274658203, 64.41000366210938, 64.4800033569336,
-    64.51000213623047, 64.52999877929688, 64.83999633789062,
+    1.0800000429153442,
+    1.1100000143051147,
+    1.1399999856948853,
+    1.340000033378601,
+    1.5899999141693115,
+    1.600000023841858,
+    1.6200000047683716,
+    2.620000123977661,
+    3.2300000190734863,
+    3.2300000190734863,
+    4.789999961853027,
+    7.400000095367432,
+    7.700000286102295,
+    9.09000015258789,
+    12.199999809265137,
+    17.670000076293945,
+    24.46000099182129,
+    28.57000160217285,
+    30.420001983642578,
+    30.840002059936523,
+    32.590003967285156,
+    32.93000411987305,
+    42.320003509521484,
+    44.96000289916992,
+    50.340003967285156,
+    50.45000457763672,
+    57.55000305175781,
+    57.93000411987305,
+    58.21000289916992,
+    60.1400032043457,
+    62.61000442504883,
+    62.62000274658203,
+    62.71000289916992,
+    63.1400032043457,
+    63.1400032043457,
+    63.77000427246094,
+    63.93000411987305,
+    63.96000289916992,
+    63.970001220703125,
+    64.02999877929688,
+    64.06999969482422,
+    64.08000183105469,
+    64.12000274658203,
+    64.41000366210938,
+    64.4800033569336,
+    64.51000213623047,
+    64.52999877929688,
+    64.83999633789062,
 ]
 PHI35_SHORT = [
-    1.0, 1.0199999809265137, 1.0299999713897705, 1.0299999713897705, 1.0499999523162842, 1.0499999523162842,
-    1.0499999523162842, 1.0499999523162842, 1.0499999523162842, 1.0699999332427979, 1.0999999046325684,
-    1.1099998950958252, 1.1599998474121094, 1.1599998474121094, 1.1699998378753662, 1.2899998426437378,
-    1.339999794960022, 1.679999828338623, 1.7899998426437378, 1.8199998140335083, 1.8499997854232788,
-    1.8799997568130493, 1.9099997282028198, 1.9399996995925903, 1.9899996519088745, 2.0199997425079346,
-    2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346, 2.0199997425079346,
-    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914,
-    2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0299997329711914, 2.0799996852874756,
-    2.0899996757507324, 2.189999580383301, 2.2199995517730713, 2.5899994373321533, 2.729999542236328,
-    2.749999523162842, 2.8399994373321533,
+    1.0,
+    1.0199999809265137,
+    1.0299999713897705,
+    1.0299999713897705,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0499999523162842,
+    1.0699999332427979,
+    1.0999999046325684,
+    1.1099998950958252,
+    1.1599998474121094,
+    1.1599998474121094,
+    1.1699998378753662,
+    1.2899998426437378,
+    1.339999794960022,
+    1.679999828338623,
+    1.7899998426437378,
+    1.8199998140335083,
+    1.8499997854232788,
+    1.8799997568130493,
+    1.9099997282028198,
+    1.9399996995925903,
+    1.9899996519088745,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0199997425079346,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0299997329711914,
+    2.0799996852874756,
+    2.0899996757507324,
+    2.189999580383301,
+    2.2199995517730713,
+    2.5899994373321533,
+    2.729999542236328,
+    2.749999523162842,
+    2.8399994373321533,
 ]
 
 
@@ -84,73 +160,210 @@ class Case:
 
 
 CASES: dict[str, Case] = {
-    "linear": Case("llama", 10000.0, {"rope_type": "linear", "factor": 4.0}, {"factor": 4.0},
-                   128, 128, 4096, (8192,)),
-    "dynamic": Case("llama", 10000.0, {"rope_type": "dynamic", "factor": 2.0},
-                    {"factor": 2.0, "original_max_position_embeddings": 2048},
-                    64, 64, 2048, (1024, 2048, 2049, 5000)),
-    "llama3.1": Case("llama", 500000.0,
-                     {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 8192},
-                     {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                      "original_max_position_embeddings": 8192},
-                     128, 128, 131072, (16384,)),
-    "gpt-oss": Case("gpt_oss", 150000.0,
-                    {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
-                     "original_max_position_embeddings": 4096},
-                    {"factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
-                     "original_max_position_embeddings": 4096},
-                    64, 64, 131072, (8192,)),
-    "yarn qwen2.5": Case("llama", 1000000.0,
-                         {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
-                         {"factor": 4.0, "original_max_position_embeddings": 32768},
-                         128, 128, 131072, (40000,)),
-    "deepseek-v3": Case("deepseek_v3", 10000.0,
-                        {"type": "yarn", "beta_fast": 32, "beta_slow": 1, "factor": 40, "mscale": 1.0,
-                         "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
-                        {"factor": 40.0, "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
-                         "original_max_position_embeddings": 4096},
-                        96, 64, 163840, (8192,), style="gptj", features="last",
-                        config={"qk_nope_head_dim": 32, "qk_rope_head_dim": 64}),
-    "yarn mscale 0.707 / 1": Case("deepseek_v3", 10000.0,
-                                  {"type": "yarn", "factor": 40, "mscale": 0.707, "mscale_all_dim": 1.0,
-                                   "original_max_position_embeddings": 4096},
-                                  {"factor": 40.0, "mscale": 0.707, "mscale_all_dim": 1.0,
-                                   "original_max_position_embeddings": 4096},
-                                  96, 64, 163840, (6000,), style="gptj", features="last",
-                                  config={"qk_nope_head_dim": 32, "qk_rope_head_dim": 64}),
-    "kimi-k2 equal betas": Case("deepseek_v3", 50000.0,
-                                {"type": "yarn", "beta_fast": 1.0, "beta_slow": 1.0, "factor": 32.0, "mscale": 1.0,
-                                 "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
-                                {"factor": 32.0, "beta_fast": 1.0, "beta_slow": 1.0, "mscale": 1.0,
-                                 "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
-                                96, 64, 131072, (5000,), style="gptj", features="last",
-                                config={"qk_nope_head_dim": 32, "qk_rope_head_dim": 64}),
-    "yarn attention_factor": Case("llama", 10000.0,
-                                  {"rope_type": "yarn", "factor": 8.0, "attention_factor": 1.25, "beta_fast": 16.0,
-                                   "beta_slow": 2.0, "original_max_position_embeddings": 2048},
-                                  {"factor": 8.0, "attention_factor": 1.25, "beta_fast": 16.0, "beta_slow": 2.0,
-                                   "original_max_position_embeddings": 2048},
-                                  64, 64, 16384, (3000,)),
-    "phi-3.5 longrope": Case("phi3", 10000.0,
-                             {"type": "longrope", "long_factor": PHI35_LONG, "short_factor": PHI35_SHORT},
-                             {"factor": 32.0, "long_factor": PHI35_LONG, "short_factor": PHI35_SHORT,
-                              "original_max_position_embeddings": 4096},
-                             96, 96, 131072, (4096, 4097),
-                             config={"original_max_position_embeddings": 4096}),
-    "longrope partial": Case("phi3", 10000.0,
-                             {"type": "longrope", "attention_factor": 1.1,
-                              "short_factor": [1.0 + i / 16 for i in range(8)],
-                              "long_factor": [2.0 + i for i in range(8)]},
-                             {"attention_factor": 1.1, "short_factor": [1.0 + i / 16 for i in range(8)],
-                              "long_factor": [2.0 + i for i in range(8)], "original_max_position_embeddings": 64},
-                             32, 16, 1024, (64, 65),
-                             config={"original_max_position_embeddings": 64, "partial_rotary_factor": 0.5}),
+    "linear": Case("llama", 10000.0, {"rope_type": "linear", "factor": 4.0}, {"factor": 4.0}, 128, 128, 4096, (8192,)),
+    "dynamic": Case(
+        "llama",
+        10000.0,
+        {"rope_type": "dynamic", "factor": 2.0},
+        {"factor": 2.0, "original_max_position_embeddings": 2048},
+        64,
+        64,
+        2048,
+        (1024, 2048, 2049, 5000),
+    ),
+    "llama3.1": Case(
+        "llama",
+        500000.0,
+        {
+            "rope_type": "llama3",
+            "factor": 8.0,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192,
+        },
+        {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+        128,
+        128,
+        131072,
+        (16384,),
+    ),
+    "gpt-oss": Case(
+        "gpt_oss",
+        150000.0,
+        {
+            "rope_type": "yarn",
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+        },
+        {
+            "factor": 32.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "truncate": False,
+            "original_max_position_embeddings": 4096,
+        },
+        64,
+        64,
+        131072,
+        (8192,),
+    ),
+    "yarn qwen2.5": Case(
+        "llama",
+        1000000.0,
+        {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+        {"factor": 4.0, "original_max_position_embeddings": 32768},
+        128,
+        128,
+        131072,
+        (40000,),
+    ),
+    "deepseek-v3": Case(
+        "deepseek_v3",
+        10000.0,
+        {
+            "type": "yarn",
+            "beta_fast": 32,
+            "beta_slow": 1,
+            "factor": 40,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+        {
+            "factor": 40.0,
+            "beta_fast": 32.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+        96,
+        64,
+        163840,
+        (8192,),
+        style="gptj",
+        features="last",
+        config={"qk_nope_head_dim": 32, "qk_rope_head_dim": 64},
+    ),
+    "yarn mscale 0.707 / 1": Case(
+        "deepseek_v3",
+        10000.0,
+        {
+            "type": "yarn",
+            "factor": 40,
+            "mscale": 0.707,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+        {"factor": 40.0, "mscale": 0.707, "mscale_all_dim": 1.0, "original_max_position_embeddings": 4096},
+        96,
+        64,
+        163840,
+        (6000,),
+        style="gptj",
+        features="last",
+        config={"qk_nope_head_dim": 32, "qk_rope_head_dim": 64},
+    ),
+    "kimi-k2 equal betas": Case(
+        "deepseek_v3",
+        50000.0,
+        {
+            "type": "yarn",
+            "beta_fast": 1.0,
+            "beta_slow": 1.0,
+            "factor": 32.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+        {
+            "factor": 32.0,
+            "beta_fast": 1.0,
+            "beta_slow": 1.0,
+            "mscale": 1.0,
+            "mscale_all_dim": 1.0,
+            "original_max_position_embeddings": 4096,
+        },
+        96,
+        64,
+        131072,
+        (5000,),
+        style="gptj",
+        features="last",
+        config={"qk_nope_head_dim": 32, "qk_rope_head_dim": 64},
+    ),
+    "yarn attention_factor": Case(
+        "llama",
+        10000.0,
+        {
+            "rope_type": "yarn",
+            "factor": 8.0,
+            "attention_factor": 1.25,
+            "beta_fast": 16.0,
+            "beta_slow": 2.0,
+            "original_max_position_embeddings": 2048,
+        },
+        {
+            "factor": 8.0,
+            "attention_factor": 1.25,
+            "beta_fast": 16.0,
+            "beta_slow": 2.0,
+            "original_max_position_embeddings": 2048,
+        },
+        64,
+        64,
+        16384,
+        (3000,),
+    ),
+    "phi-3.5 longrope": Case(
+        "phi3",
+        10000.0,
+        {"type": "longrope", "long_factor": PHI35_LONG, "short_factor": PHI35_SHORT},
+        {
+            "factor": 32.0,
+            "long_factor": PHI35_LONG,
+            "short_factor": PHI35_SHORT,
+            "original_max_position_embeddings": 4096,
+        },
+        96,
+        96,
+        131072,
+        (4096, 4097),
+        config={"original_max_position_embeddings": 4096},
+    ),
+    "longrope partial": Case(
+        "phi3",
+        10000.0,
+        {
+            "type": "longrope",
+            "attention_factor": 1.1,
+            "short_factor": [1.0 + i / 16 for i in range(8)],
+            "long_factor": [2.0 + i for i in range(8)],
+        },
+        {
+            "attention_factor": 1.1,
+            "short_factor": [1.0 + i / 16 for i in range(8)],
+            "long_factor": [2.0 + i for i in range(8)],
+            "original_max_position_embeddings": 64,
+        },
+        32,
+        16,
+        1024,
+        (64, 65),
+        config={"original_max_position_embeddings": 64, "partial_rotary_factor": 0.5},
+    ),
 }
 
 
-ROTARY = {"llama": "LlamaRotaryEmbedding", "gpt_oss": "GptOssRotaryEmbedding",
-          "deepseek_v3": "DeepseekV3RotaryEmbedding", "phi3": "Phi3RotaryEmbedding"}
+ROTARY = {
+    "llama": "LlamaRotaryEmbedding",
+    "gpt_oss": "GptOssRotaryEmbedding",
+    "deepseek_v3": "DeepseekV3RotaryEmbedding",
+    "phi3": "Phi3RotaryEmbedding",
+}
 
 
 def kind(case: Case) -> str:
@@ -160,8 +373,10 @@ def kind(case: Case) -> str:
 def inputs(case: Case) -> dict[str, np.ndarray]:
     """q and k [1, 1, TOKENS, head_dim] in float64, the same for every length of a case."""
     rng = np.random.default_rng(sum(map(ord, kind(case) + case.family)) + case.head_dim)
-    return {"q": rng.standard_normal((1, 1, TOKENS, case.head_dim)),
-            "k": rng.standard_normal((1, 1, TOKENS, case.head_dim))}
+    return {
+        "q": rng.standard_normal((1, 1, TOKENS, case.head_dim)),
+        "k": rng.standard_normal((1, 1, TOKENS, case.head_dim)),
+    }
 
 
 @contextlib.contextmanager
@@ -186,8 +401,13 @@ def hf_config(case: Case) -> Any:
     import transformers
 
     heads = 2
-    common = dict(num_attention_heads=heads, num_key_value_heads=heads, rope_theta=case.theta,
-                  max_position_embeddings=case.max_position_embeddings, rope_scaling=dict(case.hf))
+    common = dict(
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        rope_theta=case.theta,
+        max_position_embeddings=case.max_position_embeddings,
+        rope_scaling=dict(case.hf),
+    )
     if case.family == "deepseek_v3":
         return transformers.DeepseekV3Config(hidden_size=64 * heads, v_head_dim=case.head_dim, **common, **case.config)
     classes = {"llama": transformers.LlamaConfig, "gpt_oss": transformers.GptOssConfig, "phi3": transformers.Phi3Config}
@@ -231,7 +451,7 @@ def rotated(case: Case, length: int, q: np.ndarray, k: np.ndarray, float64: bool
     out = []
     for x, pe in ((q, q_pe.numpy()), (k, k_pe.numpy())):
         y = x.copy()
-        y[..., nope::2], y[..., nope + 1::2] = pe[..., : case.rope_dim // 2], pe[..., case.rope_dim // 2:]
+        y[..., nope::2], y[..., nope + 1 :: 2] = pe[..., : case.rope_dim // 2], pe[..., case.rope_dim // 2 :]
         out.append(y)
     return out[0], out[1]
 
@@ -247,8 +467,10 @@ def main() -> None:
     import transformers
 
     transformers.logging.set_verbosity_error()
-    pinned: dict[str, Any] = {"torch_version": np.array(torch.__version__),
-                              "transformers_version": np.array(transformers.__version__)}
+    pinned: dict[str, Any] = {
+        "torch_version": np.array(torch.__version__),
+        "transformers_version": np.array(transformers.__version__),
+    }
     for name, case in CASES.items():
         x = inputs(case)
         pinned[f"{name}.q"], pinned[f"{name}.k"] = x["q"], x["k"]
@@ -259,11 +481,14 @@ def main() -> None:
             assert factor32 == factor64
             pinned[f"{key}.attention_factor"] = np.array(factor64)
             for bits, float64 in ((32, False), (64, True)):
-                pinned[f"{key}.q_rot{bits}"], pinned[f"{key}.k_rot{bits}"] = rotated(case, length, x["q"], x["k"],
-                                                                                     float64)
+                pinned[f"{key}.q_rot{bits}"], pinned[f"{key}.k_rot{bits}"] = rotated(
+                    case, length, x["q"], x["k"], float64
+                )
     np.savez_compressed(OUT, **pinned)
-    print(f"wrote {OUT} ({OUT.stat().st_size:,} bytes, {len(pinned)} arrays) "
-          f"with torch {torch.__version__}, transformers {transformers.__version__}")
+    print(
+        f"wrote {OUT} ({OUT.stat().st_size:,} bytes, {len(pinned)} arrays) "
+        f"with torch {torch.__version__}, transformers {transformers.__version__}"
+    )
 
 
 if __name__ == "__main__":

@@ -50,9 +50,10 @@ class Case:
 
 def press_slopes(n: int) -> list[float]:
     """ALiBi slopes as Press et al.'s reference code (and Hugging Face's BLOOM) compute them."""
+
     def power_of_2(n: int) -> list[float]:
-        start = 2 ** (-2 ** -(math.log2(n) - 3))
-        return [start * start ** i for i in range(n)]
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
 
     if math.log2(n).is_integer():
         return power_of_2(n)
@@ -70,8 +71,9 @@ def construct_local_mask(seqlen_q: int, seqlen_k: int, window_size: tuple[int, i
     if window_size[0] < 0:
         return col_idx > row_idx + sk - sq + window_size[1]
     sk_t = torch.full_like(col_idx, seqlen_k)
-    return torch.logical_or(col_idx > torch.minimum(row_idx + sk - sq + window_size[1], sk_t),
-                            col_idx < row_idx + sk - sq - window_size[0])
+    return torch.logical_or(
+        col_idx > torch.minimum(row_idx + sk - sq + window_size[1], sk_t), col_idx < row_idx + sk - sq - window_size[0]
+    )
 
 
 def attn_bias_from_alibi_slopes(slopes, seqlen_q: int, seqlen_k: int):
@@ -185,8 +187,7 @@ def _sdpa_mask_bias(x):
     import torch
 
     additive = x["bias"] + torch.where(x["mask"] > 0.5, 0.0, float("-inf")).to(x["bias"].dtype)
-    return torch.nn.functional.scaled_dot_product_attention(x["q"], x["k"], x["v"], attn_mask=additive,
-                                                            enable_gqa=True)
+    return torch.nn.functional.scaled_dot_product_attention(x["q"], x["k"], x["v"], attn_mask=additive, enable_gqa=True)
 
 
 def _flex(x, score_mod=None, mask_mod=None):
@@ -291,40 +292,63 @@ def _keep_some(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
 
 CASES: dict[str, Case] = {
     "sdpa_gqa_causal": Case(
-        {"q": (2, 8, 7, 16), "k": (2, 2, 7, 16), "v": (2, 2, 7, 12)}, {"causal": "top-left"},
-        lambda x: _sdpa(x, is_causal=True, enable_gqa=True)),
+        {"q": (2, 8, 7, 16), "k": (2, 2, 7, 16), "v": (2, 2, 7, 12)},
+        {"causal": "top-left"},
+        lambda x: _sdpa(x, is_causal=True, enable_gqa=True),
+    ),
     "sdpa_mqa_mask_bias": Case(
         {"q": (2, 4, 5, 16), "k": (2, 1, 9, 16), "v": (2, 1, 9, 8), "mask": (2, 1, 5, 9), "bias": (1, 4, 5, 9)},
-        {"mask": "@mask", "bias": "@bias"}, _sdpa_mask_bias, {"mask": _keep_some}),
+        {"mask": "@mask", "bias": "@bias"},
+        _sdpa_mask_bias,
+        {"mask": _keep_some},
+    ),
     "flex_softcap": Case(
-        {"q": (1, 4, 6, 16), "k": (1, 4, 10, 16), "v": (1, 4, 10, 16)}, {"softcap": 1.5}, _flex_softcap(1.5),
-        {"q": lambda rng, shape: (4 * rng.standard_normal(shape)).astype(np.float32)}),  # scores past the cap
+        {"q": (1, 4, 6, 16), "k": (1, 4, 10, 16), "v": (1, 4, 10, 16)},
+        {"softcap": 1.5},
+        _flex_softcap(1.5),
+        {"q": lambda rng, shape: (4 * rng.standard_normal(shape)).astype(np.float32)},
+    ),  # scores past the cap
     "flex_alibi_8_heads": Case(
-        {"q": (1, 8, 6, 16), "k": (1, 8, 6, 16), "v": (1, 8, 6, 16)}, {"alibi": True}, _flex_alibi),
+        {"q": (1, 8, 6, 16), "k": (1, 8, 6, 16), "v": (1, 8, 6, 16)}, {"alibi": True}, _flex_alibi
+    ),
     "flex_alibi_6_heads": Case(
-        {"q": (1, 6, 6, 16), "k": (1, 2, 6, 16), "v": (1, 2, 6, 16)}, {"alibi": True}, _flex_alibi),
+        {"q": (1, 6, 6, 16), "k": (1, 2, 6, 16), "v": (1, 2, 6, 16)}, {"alibi": True}, _flex_alibi
+    ),
     "flex_window": Case(
-        {"q": (1, 2, 5, 8), "k": (1, 2, 11, 8), "v": (1, 2, 11, 8)}, {"window": (2, 1)}, _flex_window(2, 1)),
+        {"q": (1, 2, 5, 8), "k": (1, 2, 11, 8), "v": (1, 2, 11, 8)}, {"window": (2, 1)}, _flex_window(2, 1)
+    ),
     "flashattention_window_softcap_alibi": Case(
         {"q": (2, 4, 5, 16), "k": (2, 2, 9, 16), "v": (2, 2, 9, 16), "slopes": (2, 4)},
-        {"window": (3, 1), "softcap": 2.0, "alibi_slopes": "@slopes"}, _fa_ref,
-        {"slopes": lambda rng, shape: rng.uniform(0.05, 1.0, shape).astype(np.float32)}),
+        {"window": (3, 1), "softcap": 2.0, "alibi_slopes": "@slopes"},
+        _fa_ref,
+        {"slopes": lambda rng, shape: rng.uniform(0.05, 1.0, shape).astype(np.float32)},
+    ),
     "flashattention_causal_local": Case(
-        {"q": (1, 2, 3, 8), "k": (1, 2, 8, 8), "v": (1, 2, 8, 8)}, {"window": (4, 0)}, _fa_ref_causal_local),
+        {"q": (1, 2, 3, 8), "k": (1, 2, 8, 8), "v": (1, 2, 8, 8)}, {"window": (4, 0)}, _fa_ref_causal_local
+    ),
     "hf_llama_rope": Case(
-        {"q": (1, 4, 4, 16), "k": (1, 2, 10, 16), "v": (1, 2, 10, 16)}, {"rope": ("neox", 10000.0, None, None)},
-        _hf_neox(10000.0, None, causal=False)),
+        {"q": (1, 4, 4, 16), "k": (1, 2, 10, 16), "v": (1, 2, 10, 16)},
+        {"rope": ("neox", 10000.0, None, None)},
+        _hf_neox(10000.0, None, causal=False),
+    ),
     "hf_neox_partial_rope": Case(
         {"q": (1, 2, 6, 16), "k": (1, 2, 6, 16), "v": (1, 2, 6, 16)},
-        {"rope": ("neox", 500.0, 8, None), "causal": "top-left"}, _hf_neox(500.0, 8, causal=True)),
+        {"rope": ("neox", 500.0, 8, None), "causal": "top-left"},
+        _hf_neox(500.0, 8, causal=True),
+    ),
     "hf_gptj_rope": Case(
-        {"q": (1, 2, 2, 16), "k": (1, 2, 7, 16), "v": (1, 2, 7, 16)}, {"rope": ("gptj", 10000.0, 8, 3)}, _hf_gptj),
+        {"q": (1, 2, 2, 16), "k": (1, 2, 7, 16), "v": (1, 2, 7, 16)}, {"rope": ("gptj", 10000.0, 8, 3)}, _hf_gptj
+    ),
     "gpt_oss_sinks_window": Case(
         {"q": (1, 4, 8, 16), "k": (1, 2, 8, 16), "v": (1, 2, 8, 16), "sinks": (4,)},
-        {"sinks": "@sinks", "causal": "top-left", "window": (3, 0)}, _gpt_oss(4)),
+        {"sinks": "@sinks", "causal": "top-left", "window": (3, 0)},
+        _gpt_oss(4),
+    ),
     "gpt_oss_sinks": Case(
         {"q": (1, 4, 8, 16), "k": (1, 2, 8, 16), "v": (1, 2, 8, 16), "sinks": (4,)},
-        {"sinks": "@sinks", "causal": "top-left"}, _gpt_oss(0)),
+        {"sinks": "@sinks", "causal": "top-left"},
+        _gpt_oss(0),
+    ),
 }
 
 
@@ -332,8 +356,10 @@ def inputs(name: str, seed: int) -> dict[str, np.ndarray]:
     """A case's inputs, float32 values (standard normal unless the case says otherwise)."""
     rng = np.random.default_rng(seed)
     case = CASES[name]
-    return {key: (case.extra[key](rng, shape) if key in case.extra else rng.standard_normal(shape).astype(np.float32))
-            for key, shape in case.shapes.items()}
+    return {
+        key: (case.extra[key](rng, shape) if key in case.extra else rng.standard_normal(shape).astype(np.float32))
+        for key, shape in case.shapes.items()
+    }
 
 
 def torch_output(name: str, arrays: dict[str, np.ndarray], dtype: str) -> np.ndarray:

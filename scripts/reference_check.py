@@ -51,8 +51,10 @@ def main(folder: str) -> None:
     hidden, weights = encode(ours, mine)  # [b, n, d], attention weights [n_layer, b, n_head, n, n]
     real = mine.allowed  # compare real tokens only: padded rows are unused by both
     print("max |Δ| last hidden state (real tokens):", np.abs(hidden - ref_hidden)[real].max())
-    print("max |Δ| attention weights (real query rows):",
-          np.abs(weights - ref_weights).transpose(1, 3, 0, 2, 4)[real].max())
+    print(
+        "max |Δ| attention weights (real query rows):",
+        np.abs(weights - ref_weights).transpose(1, 3, 0, 2, 4)[real].max(),
+    )
     print("dtypes:", hidden.dtype, weights.dtype)
 
     st = SentenceTransformer(folder, device="cpu")
@@ -60,11 +62,17 @@ def main(folder: str) -> None:
     emb = sentence_embeddings(ours, TEXTS)
     print("max |Δ| sentence embeddings:", np.abs(emb - ref_emb).max())
     long = " ".join(["the pink elephant tried to get into the car but it was too big"] * 30)  # > 256 tokens
-    print("max |Δ| sentence embedding of a text cut to max_seq_length:",
-          np.abs(sentence_embeddings(ours, [long]) - st.encode([long], convert_to_numpy=True)).max())
+    print(
+        "max |Δ| sentence embedding of a text cut to max_seq_length:",
+        np.abs(sentence_embeddings(ours, [long]) - st.encode([long], convert_to_numpy=True)).max(),
+    )
     for i in (1, 5):  # "a sweet yellow fruit", "fruit" vs apple, banana, chair
-        print(f"cosine {TEXTS[i]!r} vs apple/banana/chair, ours:", np.round(emb[i] @ emb[2:5].T, 4),
-              "reference:", np.round(ref_emb[i] @ ref_emb[2:5].T, 4))
+        print(
+            f"cosine {TEXTS[i]!r} vs apple/banana/chair, ours:",
+            np.round(emb[i] @ emb[2:5].T, 4),
+            "reference:",
+            np.round(ref_emb[i] @ ref_emb[2:5].T, 4),
+        )
 
     # The numbers tests/test_trace.py pins, measured with the reference.
     n = int(real[0].sum())

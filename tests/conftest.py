@@ -41,7 +41,7 @@ class Attn:
         assert result.exit_code == 0, result.output
         lines = result.stderr.splitlines()
         assert all(line.startswith("attn: note: ") for line in lines), result.stderr
-        return json.loads(result.stdout), [line[len("attn: note: "):] for line in lines]
+        return json.loads(result.stdout), [line[len("attn: note: ") :] for line in lines]
 
     def fails(self, *args, code=1, input=None, env=None):
         """The one stderr line of a failing run, after checking the exit code."""
@@ -51,7 +51,7 @@ class Attn:
         lines = result.stderr.splitlines()
         assert len(lines) == 1, result.stderr
         assert lines[0].startswith("attn: error: ")
-        return lines[0][len("attn: error: "):]
+        return lines[0][len("attn: error: ") :]
 
 
 @pytest.fixture

@@ -10,8 +10,21 @@ import math
 import numpy as np
 
 
-def attention(q, k, v, scale=None, allowed=None, bias=None, causal=None, temperature=1.0,
-              softcap=None, window=None, slope=None, rope=None, sink=None):
+def attention(
+    q,
+    k,
+    v,
+    scale=None,
+    allowed=None,
+    bias=None,
+    causal=None,
+    temperature=1.0,
+    softcap=None,
+    window=None,
+    slope=None,
+    rope=None,
+    sink=None,
+):
     """softmax(q·k · scale / temperature + bias) v, query by query, over the keys allowed.
 
     [n_q, d_k], [n_k, d_k], [n_k, d_v] -> output [n_q, d_v], weights [n_q, n_k].
@@ -35,10 +48,14 @@ def attention(q, k, v, scale=None, allowed=None, bias=None, causal=None, tempera
     out = np.zeros((n_q, v.shape[1]))
     weights = np.zeros((n_q, n_k))
     for i in range(n_q):
-        keep = [j for j in range(n_k)
-                if (allowed is None or allowed[i][j]) and (offset is None or j <= i + offset)
-                and (window is None or window[0] == -1 or j >= i + shift - window[0])
-                and (window is None or window[1] == -1 or j <= i + shift + window[1])]
+        keep = [
+            j
+            for j in range(n_k)
+            if (allowed is None or allowed[i][j])
+            and (offset is None or j <= i + offset)
+            and (window is None or window[0] == -1 or j >= i + shift - window[0])
+            and (window is None or window[1] == -1 or j <= i + shift + window[1])
+        ]
         if not keep:
             continue  # a query that may see nothing: zero weights, zero output
         x = []
@@ -71,7 +88,7 @@ def rotate(x, position, style, theta=10000.0, dim=None):
     head, tail = x[:dim], x[dim:]
     if style == "neox":
         cos, sin = np.cos(np.concatenate([angles, angles])), np.sin(np.concatenate([angles, angles]))
-        rotate_half = np.concatenate([-head[dim // 2:], head[:dim // 2]])
+        rotate_half = np.concatenate([-head[dim // 2 :], head[: dim // 2]])
         turned = head * cos + rotate_half * sin
     else:
         pairs = (head[0::2] + 1j * head[1::2]) * np.exp(1j * angles)
@@ -81,14 +98,15 @@ def rotate(x, position, style, theta=10000.0, dim=None):
 
 def alibi_slopes(n):
     """Press et al.'s slopes, as their reference code writes them (get_slopes)."""
+
     def power_of_2(n):
-        start = 2 ** (-2 ** -(math.log2(n) - 3))
-        return [start * start ** i for i in range(n)]
+        start = 2 ** (-(2 ** -(math.log2(n) - 3)))
+        return [start * start**i for i in range(n)]
 
     if math.log2(n).is_integer():
         return power_of_2(n)
     closest = 2 ** math.floor(math.log2(n))
-    return power_of_2(closest) + alibi_slopes(2 * closest)[0::2][:n - closest]
+    return power_of_2(closest) + alibi_slopes(2 * closest)[0::2][: n - closest]
 
 
 def heads_attention(q, k, v, *, slopes=None, sinks=None, allowed=None, bias=None, **settings):
@@ -104,10 +122,15 @@ def heads_attention(q, k, v, *, slopes=None, sinks=None, allowed=None, bias=None
         for h in range(h_q):
             kv = h // (h_q // h_kv)
             out[b, h], weights[b, h] = attention(
-                q[b, h], k[b, kv], v[b, kv],
-                slope=None if slopes is None else slopes[h], sink=None if sinks is None else sinks[h],
-                allowed=None if allowed is None else allowed[b, h], bias=None if bias is None else bias[b, h],
-                **settings)
+                q[b, h],
+                k[b, kv],
+                v[b, kv],
+                slope=None if slopes is None else slopes[h],
+                sink=None if sinks is None else sinks[h],
+                allowed=None if allowed is None else allowed[b, h],
+                bias=None if bias is None else bias[b, h],
+                **settings,
+            )
     return out, weights
 
 
@@ -122,8 +145,9 @@ def split_mask(mask):
     return np.isfinite(mask), np.where(np.isfinite(mask), mask, 0.0)
 
 
-def multi_head(x, wq, wk, wv, *, z=None, wo=None, bq=None, bk=None, bv=None, bo=None, heads=1,
-               causal=False, scale=None):
+def multi_head(
+    x, wq, wk, wv, *, z=None, wo=None, bq=None, bk=None, bv=None, bo=None, heads=1, causal=False, scale=None
+):
     """Multi-head attention written out plainly: one head at a time, in the row
     convention (Q = X W_Q + b_q). -> (weights [heads, n_q, n_k], output [n_q, d_out])."""
     x = np.asarray(x, dtype=np.float64)
@@ -134,9 +158,13 @@ def multi_head(x, wq, wk, wv, *, z=None, wo=None, bq=None, bk=None, bv=None, bo=
     d_head, d_v_head = q.shape[1] // heads, v.shape[1] // heads
     all_weights, outputs = [], []
     for h in range(heads):
-        out, weights = attention(q[:, h * d_head:(h + 1) * d_head], k[:, h * d_head:(h + 1) * d_head],
-                                 v[:, h * d_v_head:(h + 1) * d_v_head], scale=scale,
-                                 causal="top-left" if causal else None)
+        out, weights = attention(
+            q[:, h * d_head : (h + 1) * d_head],
+            k[:, h * d_head : (h + 1) * d_head],
+            v[:, h * d_v_head : (h + 1) * d_v_head],
+            scale=scale,
+            causal="top-left" if causal else None,
+        )
         all_weights.append(weights)
         outputs.append(out)
     merged = np.hstack(outputs)

@@ -15,8 +15,11 @@ SHAPES = [(1, 1, 1, 1), (7, 5, 3, 2), (16, 16, 4, 8), (13, 29, 5, 7), (29, 13, 8
 
 def problem(n_q, n_k, dtype, seed=0, d_k=6, d_v=3):
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((n_q, d_k)).astype(dtype), rng.standard_normal((n_k, d_k)).astype(dtype),
-            rng.standard_normal((n_k, d_v)).astype(dtype))
+    return (
+        rng.standard_normal((n_q, d_k)).astype(dtype),
+        rng.standard_normal((n_k, d_k)).astype(dtype),
+        rng.standard_normal((n_k, d_v)).astype(dtype),
+    )
 
 
 def options(kind, n_q, n_k, rng):
@@ -34,15 +37,32 @@ def options(kind, n_q, n_k, rng):
         allowed[::2] = False
         return {"mask": allowed}
     return {
-        "plain": {}, "causal": {"causal": True}, "bottom-right": {"causal": "bottom-right"},
-        "cosine": {"similarity": "cosine"}, "scale+temperature": {"scale": 0.3, "temperature": 1.7},
-        "all": {"causal": "bottom-right", "similarity": "cosine", "temperature": 0.5,
-                "mask": rng.standard_normal((1, n_k))},
+        "plain": {},
+        "causal": {"causal": True},
+        "bottom-right": {"causal": "bottom-right"},
+        "cosine": {"similarity": "cosine"},
+        "scale+temperature": {"scale": 0.3, "temperature": 1.7},
+        "all": {
+            "causal": "bottom-right",
+            "similarity": "cosine",
+            "temperature": 0.5,
+            "mask": rng.standard_normal((1, n_k)),
+        },
     }[kind]
 
 
-KINDS = ["plain", "causal", "bottom-right", "cosine", "scale+temperature", "bool mask", "row mask",
-         "additive mask", "fully masked rows", "all"]
+KINDS = [
+    "plain",
+    "causal",
+    "bottom-right",
+    "cosine",
+    "scale+temperature",
+    "bool mask",
+    "row mask",
+    "additive mask",
+    "fully masked rows",
+    "all",
+]
 
 
 @pytest.mark.parametrize("dtype, tol", [(np.float64, 1e-12), (np.float32, 2e-6)])
@@ -139,9 +159,16 @@ def test_memory_mapped_inputs_stay_mapped_and_agree(tmp_path):
 # never computed, blocks wholly inside are not masked; the numbers must be
 # the reference's whatever the blocks, shapes and alignment.
 SKIPPING = [
-    {"causal": "top-left"}, {"causal": "bottom-right"},
-    {"window": (0, 0)}, {"window": (1, 0)}, {"window": (3, 2)}, {"window": (5, -1)}, {"window": (-1, 4)},
-    {"window": (40, 40)}, {"causal": "top-left", "window": (2, 0)}, {"causal": "bottom-right", "window": (6, 3)},
+    {"causal": "top-left"},
+    {"causal": "bottom-right"},
+    {"window": (0, 0)},
+    {"window": (1, 0)},
+    {"window": (3, 2)},
+    {"window": (5, -1)},
+    {"window": (-1, 4)},
+    {"window": (40, 40)},
+    {"causal": "top-left", "window": (2, 0)},
+    {"causal": "bottom-right", "window": (6, 3)},
 ]
 
 
@@ -164,8 +191,11 @@ def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k, numbers,
 
 
 STACKED = [
-    {"window": (0, 0)}, {"window": (3, 2)}, {"window": (40, 40)},
-    {"causal": "top-left", "window": (2, 0)}, {"causal": "bottom-right", "window": (6, 3)},
+    {"window": (0, 0)},
+    {"window": (3, 2)},
+    {"window": (40, 40)},
+    {"causal": "top-left", "window": (2, 0)},
+    {"causal": "bottom-right", "window": (6, 3)},
     {"window": (4, 1), "alibi": True, "sinks": np.array([0.5, -1.0, 2.0, 0.0])},
     {"window": (5, 0), "softcap": 2.0, "similarity": "cosine"},
 ]
@@ -212,10 +242,18 @@ def test_stacked_window_blocks_in_base_2_give_the_reference(monkeypatch, setting
     assert bool(weighted) == ("alibi" not in settings and "softcap" not in settings)
 
 
-@pytest.mark.parametrize("settings", [{"causal": "top-left"}, {"causal": "bottom-right"}, {"window": (3, 2)},
-                                      {"causal": "top-left", "window": (9, 0)},
-                                      {"causal": "top-left", "sinks": np.array([0.5, -1.0, 2.0, 0.0])},
-                                      {"window": (4, 4), "similarity": "cosine", "temperature": 0.5}], ids=str)
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"causal": "top-left"},
+        {"causal": "bottom-right"},
+        {"window": (3, 2)},
+        {"causal": "top-left", "window": (9, 0)},
+        {"causal": "top-left", "sinks": np.array([0.5, -1.0, 2.0, 0.0])},
+        {"window": (4, 4), "similarity": "cosine", "temperature": 0.5},
+    ],
+    ids=str,
+)
 @pytest.mark.parametrize("n_q, n_k", [(40, 40), (30, 50), (50, 30)])
 def test_blocks_the_band_cuts_in_base_2_give_the_reference(monkeypatch, settings, n_q, n_k):
     """float32 with small logits: key blocks the band cuts (causal's diagonal
@@ -319,8 +357,18 @@ def test_parts_hold_views_and_gqa_shares_k_and_v():
     assert len(p.heads(together=2)) == 2
 
 
-@pytest.mark.parametrize("settings", [{}, {"causal": "top-left"}, {"window": (3, 1)}, {"softcap": 5.0},
-                                      {"sinks": np.array([0.5, -1.0])}, {"mask": "random"}], ids=str)
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"causal": "top-left"},
+        {"window": (3, 1)},
+        {"softcap": 5.0},
+        {"sinks": np.array([0.5, -1.0])},
+        {"mask": "random"},
+    ],
+    ids=str,
+)
 @pytest.mark.parametrize("size, bounded", [(1.0, True), (300.0, False)], ids=["no running max", "running max"])
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 def test_both_softmax_paths_give_the_reference(settings, size, bounded, dtype):
@@ -448,8 +496,16 @@ def test_costliest_blocks_go_first(monkeypatch):
     assert seen == [24, 16, 8, 0]
 
 
-@pytest.mark.parametrize("settings", [{"causal": "top-left"}, {"causal": "bottom-right"}, {"window": (40, 3)},
-                                      {"causal": "top-left", "sinks": np.array([0.5, -1.0])}], ids=str)
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"causal": "top-left"},
+        {"causal": "bottom-right"},
+        {"window": (40, 3)},
+        {"causal": "top-left", "sinks": np.array([0.5, -1.0])},
+    ],
+    ids=str,
+)
 def test_diagonal_blocks_cut_by_halves_of_the_queries(settings, monkeypatch):
     """A partly masked key block (causal's diagonal) goes as two halves of its
     queries, each against the keys it may see: the reference's numbers."""

@@ -100,8 +100,14 @@ def planted(low, bug):
     raise ValueError(bug)
 
 
-BUGS = ["RoPE gptj for neox", "window off by one", "sink dropped", "one sink of four dropped",
-        "GQA heads mis-grouped", "scale 1/d instead of 1/sqrt(d)"]
+BUGS = [
+    "RoPE gptj for neox",
+    "window off by one",
+    "sink dropped",
+    "one sink of four dropped",
+    "GQA heads mis-grouped",
+    "scale 1/d instead of 1/sqrt(d)",
+]
 
 
 @pytest.mark.parametrize("dtype_name", DTYPES)
@@ -129,9 +135,11 @@ def test_a_planted_error_is_found_where_it_is(attn, tmp_path):
     per_head = np.array(data["per_head"]["max_abs_error"])
     assert per_head.shape == (1, 4) and per_head.argmax() == 3
     assert np.array(data["error_by_query"]).shape == (1, 4, N)
-    assert result.stderr.startswith(f"attn: error: {tmp_path}/out.safetensors: disagrees with the reference: "
-                                    "max |OUT - ref| = 0.25 at batch 0, head 3, query 17, column 9 is more than "
-                                    "the tolerance ")
+    assert result.stderr.startswith(
+        f"attn: error: {tmp_path}/out.safetensors: disagrees with the reference: "
+        "max |OUT - ref| = 0.25 at batch 0, head 3, query 17, column 9 is more than "
+        "the tolerance "
+    )
 
 
 def test_nan_in_out_is_a_disagreement_not_bad_data(attn, tmp_path):
@@ -140,8 +148,10 @@ def test_nan_in_out_is_a_disagreement_not_bad_data(attn, tmp_path):
     out[0, 1, 2, 3] = np.nan
     result = run_check(attn, save_out(tmp_path, out), files, *ARGS)
     assert result.exit_code == 3
-    assert result.stderr == (f"attn: error: {tmp_path}/out.safetensors: holds a non-finite value at batch 0, "
-                             "head 1, query 2, column 3 (the reference is finite)\n")
+    assert result.stderr == (
+        f"attn: error: {tmp_path}/out.safetensors: holds a non-finite value at batch 0, "
+        "head 1, query 2, column 3 (the reference is finite)\n"
+    )
     data = json.loads(result.stdout)
     assert data["max_abs_error"] is None and data["worst"]["out"] is None
     assert data["per_head"]["max_abs_error"][0][1] is None
@@ -149,8 +159,9 @@ def test_nan_in_out_is_a_disagreement_not_bad_data(attn, tmp_path):
 
 def test_bshd_layout_and_a_bundle(attn, tmp_path):
     low = [m.astype(np.float16) for m in (Q, K, V)]
-    np.savez(tmp_path / "case.npz", **{n: m.transpose(0, 2, 1, 3) for n, m in zip("qkv", low, strict=True)},
-             sinks=SINKS)
+    np.savez(
+        tmp_path / "case.npz", **{n: m.transpose(0, 2, 1, 3) for n, m in zip("qkv", low, strict=True)}, sinks=SINKS
+    )
     out = kernel_output([m.astype(np.float64) for m in low], np.float16, **SETTINGS).transpose(0, 2, 1, 3)
     np.save(tmp_path / "out.npy", out)
     result = attn("check", tmp_path / "out.npy", tmp_path / "case.npz", "--layout", "bshd", *ARGS, "-f", "json")
@@ -161,8 +172,10 @@ def test_bshd_layout_and_a_bundle(attn, tmp_path):
     assert result.stderr == "attn: error: sinks: 4 given for 24 query heads (give one per query head, or one for all)\n"
     np.save(tmp_path / "out.npy", out[:, :, :2])
     result = attn("check", tmp_path / "out.npy", tmp_path / "case.npz", "--layout", "bshd", *ARGS)
-    assert result.stderr == ("attn: error: OUT is 1×24×2×32 but the output of Q, K and V is 1×24×4×32 "
-                             "(the same inputs, options and layout as the kernel's)\n")
+    assert result.stderr == (
+        "attn: error: OUT is 1×24×2×32 but the output of Q, K and V is 1×24×4×32 "
+        "(the same inputs, options and layout as the kernel's)\n"
+    )
 
 
 def test_the_terminal_view(attn, tmp_path):
@@ -184,8 +197,7 @@ def test_emit_error_and_reference_arrays(attn, tmp_path):
     files, low = inputs(tmp_path, np.float16)
     out_path = save_out(tmp_path, kernel_output(low, np.float16, **SETTINGS))
     for which in ("error", "reference"):
-        result = attn("check", out_path, *files, *ARGS, "--sinks", tmp_path / "sinks.npy", "-f", "npy",
-                      "--emit", which)
+        result = attn("check", out_path, *files, *ARGS, "--sinks", tmp_path / "sinks.npy", "-f", "npy", "--emit", which)
         assert result.exit_code == 0
         array = np.load(io.BytesIO(result.stdout_bytes))
         assert array.shape == (B, H, N, D) and array.dtype == np.float64
@@ -217,11 +229,11 @@ def test_the_baseline_rounds_every_step():
 
 
 def test_ulp_of_each_dtype():
-    assert ulp(1.0, np.dtype(np.float16)) == 2.0 ** -10
-    assert ulp(3.0, np.dtype(np.float16)) == 2.0 ** -9
-    assert ulp(1.0, np.dtype(ml_dtypes.bfloat16)) == 2.0 ** -7
-    assert ulp(1.0, np.dtype(np.float32)) == 2.0 ** -23
-    assert ulp(0.5, np.dtype(np.float64)) == 2.0 ** -53
+    assert ulp(1.0, np.dtype(np.float16)) == 2.0**-10
+    assert ulp(3.0, np.dtype(np.float16)) == 2.0**-9
+    assert ulp(1.0, np.dtype(ml_dtypes.bfloat16)) == 2.0**-7
+    assert ulp(1.0, np.dtype(np.float32)) == 2.0**-23
+    assert ulp(0.5, np.dtype(np.float64)) == 2.0**-53
 
 
 def test_float64_and_float32_kernels_pass_against_their_baselines():
@@ -237,8 +249,12 @@ def test_float64_and_float32_kernels_pass_against_their_baselines():
 def test_pytorch_outputs_pass_live():
     """PyTorch's scaled_dot_product_attention (enable_gqa) in each dtype, when torch is here."""
     torch = pytest.importorskip("torch")
-    for dtype, torch_dtype in ((np.float16, torch.float16), (ml_dtypes.bfloat16, torch.bfloat16),
-                               (np.float32, torch.float32), (np.float64, torch.float64)):
+    for dtype, torch_dtype in (
+        (np.float16, torch.float16),
+        (ml_dtypes.bfloat16, torch.bfloat16),
+        (np.float32, torch.float32),
+        (np.float64, torch.float64),
+    ):
         low = [m.astype(dtype) for m in (Q, K, V)]
         tq, tk, tv = (torch.from_numpy(m.astype(np.float64)).to(torch_dtype) for m in low)
         out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=True, enable_gqa=True)

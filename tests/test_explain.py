@@ -57,8 +57,16 @@ def test_view_walks_through_the_steps_in_order(attn, samples):
     result = attn("explain", samples / "colors.yaml", "-f", "table")
     assert result.exit_code == 0, result.output
     text = result.stdout
-    steps = ["1. The inputs", "Q: 1 query, 1×3", "K: 8 keys, 8×3", "V: one value per key, 8×2",
-             "2. Scores: QKᵀ", "3. Scaled scores", "4. Weights: softmax of each row", "5. Output: weights · V"]
+    steps = [
+        "1. The inputs",
+        "Q: 1 query, 1×3",
+        "K: 8 keys, 8×3",
+        "V: one value per key, 8×2",
+        "2. Scores: QKᵀ",
+        "3. Scaled scores",
+        "4. Weights: softmax of each row",
+        "5. Output: weights · V",
+    ]
     positions = [text.index(step) for step in steps]
     assert positions == sorted(positions)
     assert "1/√d_k = 1/√3 = 0.577" in text
@@ -94,8 +102,7 @@ def test_negative_factors_are_bracketed(attn, samples):
 
 def test_long_sums_are_summarised(attn, tmp_path):
     rng = np.random.default_rng(1)
-    np.savez(tmp_path / "b.npz", q=rng.normal(size=(1, 12)), k=rng.normal(size=(20, 12)),
-             v=rng.normal(size=(20, 6)))
+    np.savez(tmp_path / "b.npz", q=rng.normal(size=(1, 12)), k=rng.normal(size=(20, 12)), v=rng.normal(size=(20, 6)))
     text = attn("explain", tmp_path / "b.npz", "-f", "table").stdout
     assert "(4 more)" in text  # 12 products, 8 written
     assert "(12 more keys, weight" in text  # 20 terms, 8 written
@@ -107,11 +114,14 @@ def test_csv_emits_the_chosen_matrix(attn, samples):
     assert result.stdout.splitlines()[0] == ",apple,banana,chair"
 
 
-@pytest.mark.parametrize("query, message", [
-    ("3", "--query 3: no such query (Q has row 0; give a number or a label)"),
-    ("apple", "--query apple: no such query (Q has row 0; give a number or a label)"),
-    ("-1", "--query -1: no such query (Q has row 0; give a number or a label)"),
-])
+@pytest.mark.parametrize(
+    "query, message",
+    [
+        ("3", "--query 3: no such query (Q has row 0; give a number or a label)"),
+        ("apple", "--query apple: no such query (Q has row 0; give a number or a label)"),
+        ("-1", "--query -1: no such query (Q has row 0; give a number or a label)"),
+    ],
+)
 def test_unknown_query_exits_2(attn, samples, query, message):
     assert attn.fails("explain", *footnote(samples), "--query", query, code=2) == message
 
@@ -120,7 +130,11 @@ def test_errors_are_the_same_as_run(attn, samples, tmp_path):
     assert attn.fails("explain", "a", "b", code=2) == "expected one bundle file or three files Q K V, got 2"
     assert attn.fails("explain", tmp_path / "nope.yaml") == f"{tmp_path}/nope.yaml: no such file"
     (tmp_path / "q.csv").write_text("1,2\n")
-    assert attn.fails("explain", tmp_path / "q.csv", samples / "k.csv", samples / "v.csv") == \
-        "Q is 1×2 but K is 3×3 (Q and K need the same number of columns, d_k)"
-    assert attn.fails("explain", samples / "colors.yaml", "--temperature", "0", code=2) == \
-        "temperature must be a positive finite number, got 0.0"
+    assert (
+        attn.fails("explain", tmp_path / "q.csv", samples / "k.csv", samples / "v.csv")
+        == "Q is 1×2 but K is 3×3 (Q and K need the same number of columns, d_k)"
+    )
+    assert (
+        attn.fails("explain", samples / "colors.yaml", "--temperature", "0", code=2)
+        == "temperature must be a positive finite number, got 0.0"
+    )

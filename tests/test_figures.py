@@ -73,8 +73,9 @@ def test_layers_by_heads_grid_and_masked_pairs_in_grey():
     rng = np.random.default_rng(0)
     w = rng.dirichlet(np.ones(5), size=(2, 3, 5))  # [layers, heads, n_q, n_k]
     allowed = np.tril(np.ones((5, 5), bool))
-    maps = AttentionMaps(w, list("abcde"), list("abcde"), ["layer 0", "layer 1"], ["head 0", "head 1", "head 2"],
-                         allowed)
+    maps = AttentionMaps(
+        w, list("abcde"), list("abcde"), ["layer 0", "layer 1"], ["head 0", "head 1", "head 2"], allowed
+    )
     fig = figure(maps, "")
     axes = panels(fig)
     assert len(axes) == 6 and axes[4].get_title() == "layer 1 · head 1"
@@ -92,16 +93,22 @@ def test_many_keys_are_numbered_not_named():
 def test_without_matplotlib_one_line_and_no_file(attn, samples, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib -> ImportError
     svg, png = tmp_path / "w.svg", tmp_path / "w.png"
-    assert attn.fails("run", samples / "colors.yaml", "--svg", svg, "--png", png) == \
-        "--png needs matplotlib, from the 'plot' extra (pip install '.[plot]' in attn's source folder)"
-    assert attn.fails("run", samples / "colors.yaml", "--pdf", png) == \
-        "--pdf needs matplotlib, from the 'plot' extra (pip install '.[plot]' in attn's source folder)"
+    assert (
+        attn.fails("run", samples / "colors.yaml", "--svg", svg, "--png", png)
+        == "--png needs matplotlib, from the 'plot' extra (pip install '.[plot]' in attn's source folder)"
+    )
+    assert (
+        attn.fails("run", samples / "colors.yaml", "--pdf", png)
+        == "--pdf needs matplotlib, from the 'plot' extra (pip install '.[plot]' in attn's source folder)"
+    )
     assert list(tmp_path.iterdir()) == []
 
 
 def test_a_figure_needs_a_file_name(attn, samples):
-    assert attn.fails("run", samples / "colors.yaml", "--png", "-", code=2) == \
-        "a picture needs a file name, not '-' (stdout gets the --format output)"
+    assert (
+        attn.fails("run", samples / "colors.yaml", "--png", "-", code=2)
+        == "a picture needs a file name, not '-' (stdout gets the --format output)"
+    )
 
 
 def test_tensors_draw_a_panel_per_batch_and_head(attn, tmp_path, monkeypatch):

@@ -151,8 +151,10 @@ def test_a_bundle_of_a_single_matrix_format_is_refused_in_data_terms():
     for name in ("csv", "tsv", "txt", "npy"):
         with pytest.raises(NotABundle) as e:
             read_input(SAMPLES[name], f"b.{name}", bundle=True)
-        assert str(e.value) == (f"b.{name}: a {name.upper()} file holds one matrix, not a bundle "
-                                "(named matrices come in NPZ/SAFETENSORS/YAML/JSON files)")
+        assert str(e.value) == (
+            f"b.{name}: a {name.upper()} file holds one matrix, not a bundle "
+            "(named matrices come in NPZ/SAFETENSORS/YAML/JSON files)"
+        )
 
 
 def test_bundles_from_yaml_json_and_npz():

@@ -24,9 +24,12 @@ SOURCES = ["a.csv", "a.tsv", "a.txt", "a.yaml", "a.json", "a.jsonl", "a.npy", "a
 
 finite = st.floats(allow_nan=False, allow_infinity=False)
 matrices = st.tuples(st.integers(1, 6), st.integers(1, 6)).flatmap(
-    lambda shape: arrays(np.float64, shape, elements=finite))
+    lambda shape: arrays(np.float64, shape, elements=finite)
+)
 label_text = st.text(
-    st.characters(categories=("L", "N", "P", "S", "Zs"), exclude_characters="\ufeff"), min_size=1, max_size=12,
+    st.characters(categories=("L", "N", "P", "S", "Zs"), exclude_characters="\ufeff"),
+    min_size=1,
+    max_size=12,
 ).filter(lambda s: s == s.strip() and parse_number(s) is None)
 
 
@@ -112,8 +115,7 @@ def test_random_bytes(data, source, mask):
     check(data, source, mask)
 
 
-@given(st.text(st.sampled_from("0123456789.,;-+e \t\r\n\"#:[]{}abnif\u2212"), max_size=300),
-       st.sampled_from(SOURCES))
+@given(st.text(st.sampled_from('0123456789.,;-+e \t\r\n"#:[]{}abnif\u2212'), max_size=300), st.sampled_from(SOURCES))
 def test_random_text_of_number_characters(text, source):
     check(text.encode(), source)
 

@@ -65,8 +65,15 @@ VARIANTS = {
     "cosine": {"similarity": "cosine", "scale": 3.0},
     "sinks": {"sinks": np.array([0.3, -0.5])},
     "sinks and an empty row": {"sinks": np.array([0.3, -0.5]), "mask": EMPTY_ROW},
-    "everything": {"softcap": 1.5, "alibi": True, "rope": Rope("neox"), "sinks": np.array([0.2, 1.0]),
-                   "causal": "bottom-right", "window": (2, -1), "temperature": 0.8},
+    "everything": {
+        "softcap": 1.5,
+        "alibi": True,
+        "rope": Rope("neox"),
+        "sinks": np.array([0.2, 1.0]),
+        "causal": "bottom-right",
+        "window": (2, -1),
+        "temperature": 0.8,
+    },
 }
 
 
@@ -200,8 +207,19 @@ def test_attn_grad_writes_every_gradient_in_one_npz(attn, tmp_path):
     for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout), ("sinks", sinks)):
         np.save(tmp_path / f"{name}.npy", x)
     files = [tmp_path / f"{name}.npy" for name in "qkv"]
-    result = attn("grad", *files, "--dout", tmp_path / "dout.npy", "--sinks", tmp_path / "sinks.npy",
-                  "--causal", "--softcap", "2", "-f", "npz")
+    result = attn(
+        "grad",
+        *files,
+        "--dout",
+        tmp_path / "dout.npy",
+        "--sinks",
+        tmp_path / "sinks.npy",
+        "--causal",
+        "--softcap",
+        "2",
+        "-f",
+        "npz",
+    )
     assert result.exit_code == 0, result.output
     import io
 
@@ -245,8 +263,9 @@ def low_precision_case(seed=21):
     rng = np.random.default_rng(seed)
     q, k, v = rng.normal(size=(1, 4, 16, 16)), rng.normal(size=(1, 2, 24, 16)), rng.normal(size=(1, 2, 24, 8))
     dout = rng.normal(size=(1, 4, 16, 8))
-    options = AttentionOptions(causal="bottom-right", softcap=3.0, sinks=np.array([0.5, -1.0, 0.0, 1.5]),
-                               rope=Rope("neox"))
+    options = AttentionOptions(
+        causal="bottom-right", softcap=3.0, sinks=np.array([0.5, -1.0, 0.0, 1.5]), rope=Rope("neox")
+    )
     return q, k, v, dout, options
 
 
@@ -261,8 +280,9 @@ def test_check_grads_passes_correct_low_precision_gradients(dtype):
     grads = {name: g.astype(real) for name, g in attention_grad(q, k, v, dout, options).named().items()}
     verdicts = check_grads(grads, *(x.astype(real) for x in (q, k, v, dout)), options)
     assert sorted(verdicts) == ["dk", "dq", "dsinks", "dv"]
-    assert all(verdict.passed for verdict in verdicts.values()), {n: (v.max_error, v.tolerance)
-                                                                  for n, v in verdicts.items()}
+    assert all(verdict.passed for verdict in verdicts.values()), {
+        n: (v.max_error, v.tolerance) for n, v in verdicts.items()
+    }
 
 
 def planted(name, q, k, v, dout, options, dtype=np.float16):
@@ -286,15 +306,21 @@ def planted(name, q, k, v, dout, options, dtype=np.float16):
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64])
-@pytest.mark.parametrize("bug, gradient", [("dK not summed over the GQA group", "dk"),
-                                           ("sink gradient dropped", "dsinks"),
-                                           ("softcap derivative missing", "dq")])
+@pytest.mark.parametrize(
+    "bug, gradient",
+    [
+        ("dK not summed over the GQA group", "dk"),
+        ("sink gradient dropped", "dsinks"),
+        ("softcap derivative missing", "dq"),
+    ],
+)
 def test_check_grads_fails_planted_bugs(bug, gradient, dtype):
     from attncli.core.check import check_grads
 
     q, k, v, dout, options = low_precision_case()
-    verdicts = check_grads(planted(bug, q, k, v, dout, options, dtype), *(x.astype(dtype) for x in (q, k, v, dout)),
-                           options)
+    verdicts = check_grads(
+        planted(bug, q, k, v, dout, options, dtype), *(x.astype(dtype) for x in (q, k, v, dout)), options
+    )
     failed = sorted(name for name, verdict in verdicts.items() if not verdict.passed)
     assert failed == [gradient]
     assert verdicts[gradient].max_error > (5 if dtype == np.float16 else 10) * verdicts[gradient].tolerance
@@ -316,12 +342,14 @@ def test_check_grads_passes_pinned_pytorch_float64_gradients_with_margin(name):
     from attncli.core.check import check_grads
 
     with np.load(DATA) as data:
-        grads = {key: data[f"{name}.{key}"] for key in ("dq", "dk", "dv", "dsinks", "dbias")
-                 if f"{name}.{key}" in data.files}
+        grads = {
+            key: data[f"{name}.{key}"] for key in ("dq", "dk", "dv", "dsinks", "dbias") if f"{name}.{key}" in data.files
+        }
         verdicts = check_grads(grads, *(data[f"{name}.{x}"] for x in ("q", "k", "v", "dout")), options_of(data, name))
     assert sorted(verdicts) == sorted(grads)
     assert all(v.max_error < 0.5 * v.tolerance for v in verdicts.values()), {
-        key: (v.max_error, v.tolerance) for key, v in verdicts.items()}
+        key: (v.max_error, v.tolerance) for key, v in verdicts.items()
+    }
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
@@ -343,8 +371,9 @@ def test_check_grads_passes_pytorch_sdpa_backward_live(dtype):
     grads = {"dq": as_numpy(tq.grad), "dk": as_numpy(tk.grad), "dv": as_numpy(tv.grad)}
     inputs = [as_numpy(torch.tensor(x).to(cast)) for x in (q, k, v, dout)]
     verdicts = check_grads(grads, *inputs, AttentionOptions(causal="top-left"))
-    assert all(verdict.passed for verdict in verdicts.values()), {n: (v.max_error, v.tolerance)
-                                                                  for n, v in verdicts.items()}
+    assert all(verdict.passed for verdict in verdicts.values()), {
+        n: (v.max_error, v.tolerance) for n, v in verdicts.items()
+    }
 
 
 def ml_dtypes_of(name):
@@ -364,8 +393,18 @@ def test_attn_check_grad_passes_attn_grad_and_names_a_planted_bug(attn, tmp_path
         np.save(tmp_path / f"{name}.npy", x.astype(np.float16))
     np.save(tmp_path / "sinks.npy", options.sinks)
     inputs = [tmp_path / f"{name}.npy" for name in "qkv"]
-    flags = ["--dout", tmp_path / "dout.npy", "--sinks", tmp_path / "sinks.npy", "--causal-align", "bottom-right",
-             "--softcap", "3", "--rope", "neox"]
+    flags = [
+        "--dout",
+        tmp_path / "dout.npy",
+        "--sinks",
+        tmp_path / "sinks.npy",
+        "--causal-align",
+        "bottom-right",
+        "--softcap",
+        "3",
+        "--rope",
+        "neox",
+    ]
     written = attn("grad", *inputs, *flags, "-f", "npz")
     assert written.exit_code == 0, written.output
     grads = dict(np.load(io.BytesIO(written.stdout_bytes)))
@@ -442,8 +481,11 @@ def test_blocked_backward_runs_batch_and_kv_heads_on_the_thread_pool(monkeypatch
     options = AttentionOptions(bias=rng.normal(size=(9, 11)), sinks=np.linspace(-1, 1, 6), causal="bottom-right")
     parts = []
     original = grad.map_blocks
-    monkeypatch.setattr(grad, "map_blocks", lambda fn, blocks, workers, progress: parts.append(len(blocks))
-                        or original(fn, blocks, workers, progress))
+    monkeypatch.setattr(
+        grad,
+        "map_blocks",
+        lambda fn, blocks, workers, progress: parts.append(len(blocks)) or original(fn, blocks, workers, progress),
+    )
     one = attention_grad(q, k, v, dout, options, block=4, workers=1).named()
     two = attention_grad(q, k, v, dout, options, block=4, workers=2).named()
     assert parts == [2 * 3, 2 * 3]  # batch × K/V heads, each K/V head with its group of query heads
@@ -485,16 +527,29 @@ def test_attn_explain_grad_shows_the_backward_steps_with_the_numbers(attn, tmp_p
     np.testing.assert_allclose(np.array(data["backward"]["ds"]), want.steps.ds[3], rtol=1e-12)
     view = attn("explain", *inputs, *flags, "--query", "1", "-f", "table")
     assert view.exit_code == 0, view.output
-    for words in ("Backward: dP = dO · Vᵀ", "The softmax's Jacobian", "dS = P ∘ (dP − δ)", "Through the soft-cap",
-                  "dQ for q1: dZ · K · scale", "turned back"):
+    for words in (
+        "Backward: dP = dO · Vᵀ",
+        "The softmax's Jacobian",
+        "dS = P ∘ (dP − δ)",
+        "Through the soft-cap",
+        "dQ for q1: dZ · K · scale",
+        "turned back",
+    ):
         assert words in view.stdout, words
 
 
 def test_attn_check_grad_takes_three_gradient_files(attn, tmp_path):
     q, k, v, dout = problem(13, 4, 2)
     grads = attention_grad(q, k, v, dout)
-    for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout), ("dq", grads.dq), ("dk", grads.dk),
-                    ("dv", grads.dv * 1.01)):
+    for name, x in (
+        ("q", q),
+        ("k", k),
+        ("v", v),
+        ("dout", dout),
+        ("dq", grads.dq),
+        ("dk", grads.dk),
+        ("dv", grads.dv * 1.01),
+    ):
         np.save(tmp_path / f"{name}.npy", x.astype(np.float32))
     files = [tmp_path / f"{name}.npy" for name in ("dq", "dk", "dv", "q", "k", "v")]
     result = attn("check", "--grad", *files, "--dout", tmp_path / "dout.npy", "-f", "json")
@@ -510,8 +565,18 @@ def test_attn_grad_writes_dsinks_as_one_csv_row(attn, tmp_path):
     for name, x in (("q", q), ("k", k), ("v", v), ("dout", dout), ("sinks", sinks)):
         np.save(tmp_path / f"{name}.npy", x)
     files = [tmp_path / f"{name}.npy" for name in "qkv"]
-    result = attn("grad", *files, "--dout", tmp_path / "dout.npy", "--sinks", tmp_path / "sinks.npy",
-                  "-f", "csv", "--emit", "dsinks")
+    result = attn(
+        "grad",
+        *files,
+        "--dout",
+        tmp_path / "dout.npy",
+        "--sinks",
+        tmp_path / "sinks.npy",
+        "-f",
+        "csv",
+        "--emit",
+        "dsinks",
+    )
     assert result.exit_code == 0, result.output
     want = attention_grad(q, k, v, dout, AttentionOptions(sinks=sinks)).dsinks
     np.testing.assert_array_equal([float(x) for x in result.stdout.strip().split(",")], want)

@@ -62,8 +62,17 @@ OPTIONS = {
     "bias per key, per head": {"bias": ("batch", "heads", "one query")},
     "bias per query": {"bias": ("one key",)},
     "large logits (a running max)": {"scale": 40.0, "causal": "bottom-right"},
-    "everything": {"softcap": 1.5, "alibi": True, "rope": Rope("neox"), "sinks": True, "causal": "bottom-right",
-                   "window": (7, -1), "temperature": 0.8, "bias": ("heads",), "mask": "empty row"},
+    "everything": {
+        "softcap": 1.5,
+        "alibi": True,
+        "rope": Rope("neox"),
+        "sinks": True,
+        "causal": "bottom-right",
+        "window": (7, -1),
+        "temperature": 0.8,
+        "bias": ("heads",),
+        "mask": "empty row",
+    },
 }
 
 
@@ -79,8 +88,11 @@ def options_for(name, h_q, n_q, n_k, batch=2, seed=3):
         if axes == (1, 1):
             shape = (n_q, n_k)
         else:
-            shape = ((batch,) if "batch" in axes else ()) + ((h_q,) if "heads" in axes else ()) + (
-                1 if "one query" in axes else n_q, 1 if "one key" in axes else n_k)
+            shape = (
+                ((batch,) if "batch" in axes else ())
+                + ((h_q,) if "heads" in axes else ())
+                + (1 if "one query" in axes else n_q, 1 if "one key" in axes else n_k)
+            )
         settings["bias"] = rng.normal(size=shape)
     return AttentionOptions(**settings)
 
@@ -110,8 +122,12 @@ def test_one_head_goes_in_key_ranges_and_the_sums_do_not_depend_on_the_workers(n
     monkeypatch.setattr(gb, "_units", lambda *a: units.append(original(*a)) or units[-1])
     rng = np.random.default_rng(4)
     n_q, n_k = 70, 90
-    q, k, v, dout = rng.normal(size=(n_q, 8)), rng.normal(size=(n_k, 8)), rng.normal(size=(n_k, 6)), \
-        rng.normal(size=(n_q, 6))
+    q, k, v, dout = (
+        rng.normal(size=(n_q, 8)),
+        rng.normal(size=(n_k, 8)),
+        rng.normal(size=(n_k, 6)),
+        rng.normal(size=(n_q, 6)),
+    )
     settings = dict(OPTIONS[name])
     settings["sinks"] = np.array([0.5]) if settings.get("sinks") else None
     if settings.get("mask") == "empty row":
@@ -169,8 +185,12 @@ def test_blocks_the_band_forbids_are_never_visited(band, smallest, monkeypatch):
 
     monkeypatch.setattr(gb, "_backward_block", counted)
     rng = np.random.default_rng(9)
-    q, k, v, dout = rng.normal(size=(n_q, 8)), rng.normal(size=(n_k, 8)), rng.normal(size=(n_k, 4)), \
-        rng.normal(size=(n_q, 4))
+    q, k, v, dout = (
+        rng.normal(size=(n_q, 8)),
+        rng.normal(size=(n_k, 8)),
+        rng.normal(size=(n_k, 4)),
+        rng.normal(size=(n_q, 4)),
+    )
     options = AttentionOptions(causal=causal, window=window)
     got = attention_grad(q, k, v, dout, options, block=8).named()
     covered = np.zeros((n_q, n_k), dtype=int)
@@ -181,7 +201,7 @@ def test_blocks_the_band_forbids_are_never_visited(band, smallest, monkeypatch):
         covered[rows, cols] += 1
     assert (covered[allowed] == 1).all()  # every allowed pair once
     computed = sum((r.stop - r.start) * (c.stop - c.start) for r, c, _ in visits)
-    blocks_touched = sum(allowed[i:i + 8, j:j + 8].any() for i in range(0, n_q, 8) for j in range(0, n_k, 8))
+    blocks_touched = sum(allowed[i : i + 8, j : j + 8].any() for i in range(0, n_q, 8) for j in range(0, n_k, 8))
     assert computed <= 64 * blocks_touched  # no more than the 8 × 8 blocks the band touches
     if smallest == 1000:
         assert len(visits) == blocks_touched
@@ -220,15 +240,28 @@ def test_gqa_shares_k_and_v_with_every_query_head_of_its_group(monkeypatch):
     got = attention_grad(q, k, v, dout, options, block=8).named()
     assert seen and all(seen_k and seen_v and group == 4 for seen_k, seen_v, group in seen)
     assert_same(got, attention_grad(q, k, v, dout, options, block=0).named())
-    np.testing.assert_allclose(got["dk"], attention_grad(q, np.repeat(k, 4, axis=1), np.repeat(v, 4, axis=1), dout,
-                                                         options).dk.reshape(2, 2, 4, 24, 8).sum(axis=2),
-                               rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(
+        got["dk"],
+        attention_grad(q, np.repeat(k, 4, axis=1), np.repeat(v, 4, axis=1), dout, options)
+        .dk.reshape(2, 2, 4, 24, 8)
+        .sum(axis=2),
+        rtol=RTOL,
+        atol=ATOL,
+    )
 
 
-@pytest.mark.parametrize("settings", [
-    {}, {"causal": "bottom-right", "sinks": np.array([0.5, -2.0])}, {"scale": 50.0},
-    {"window": (24, 0)}, {"window": (24, 0), "scale": 50.0}, {"mask": "empty row"},
-], ids=["bounded", "causal with sinks", "a running max", "window stacks", "window, running max", "empty row"])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {},
+        {"causal": "bottom-right", "sinks": np.array([0.5, -2.0])},
+        {"scale": 50.0},
+        {"window": (24, 0)},
+        {"window": (24, 0), "scale": 50.0},
+        {"mask": "empty row"},
+    ],
+    ids=["bounded", "causal with sinks", "a running max", "window stacks", "window, running max", "empty row"],
+)
 def test_the_forward_kernel_gives_each_row_its_log_sum_exp(settings):
     from attncli.core.kernel import forward
     from attncli.core.logits import prepare
@@ -260,8 +293,7 @@ def test_blocked_backward_agrees_with_torch_autograd_live(causal):
     q, k, v, dout = problem(8, 4, 2, n_q=150, n_k=200, d_k=16, d_v=8, batch=1)
     allowed = allowed_pairs(150, 200, causal, None)
     tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
-    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.tensor(allowed),
-                                                           enable_gqa=True)
+    out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.tensor(allowed), enable_gqa=True)
     out.backward(torch.tensor(dout))
     grads = attention_grad(q, k, v, dout, AttentionOptions(causal=causal), block=32)
     for got, want in ((grads.dq, tq.grad), (grads.dk, tk.grad), (grads.dv, tv.grad)):

@@ -21,9 +21,11 @@ k:
   "#02818a": [2, 129, 138]
 v: {columns: [warm, cool], rows: [[1, 0], [1, 0], [1, 0], [1, 0], [0, 1], [0, 1], [0, 1], [0, 1]]}
 """
-SATURATED = ("softmax saturates: query #8517dc puts 99.9 % or more of the weight on one key, the scaled scores "
-             "spanning up to 3.404e+04 (scale the inputs down, e.g. divide: 255 for 0–255 colours, "
-             "or raise --temperature)")
+SATURATED = (
+    "softmax saturates: query #8517dc puts 99.9 % or more of the weight on one key, the scaled scores "
+    "spanning up to 3.404e+04 (scale the inputs down, e.g. divide: 255 for 0–255 colours, "
+    "or raise --temperature)"
+)
 
 
 def test_seed_003_without_divide_is_saturated(attn, tmp_path, samples):
@@ -47,14 +49,16 @@ def test_lookup_and_self_say_so_too(attn, tmp_path):
     assert notes[0].startswith("softmax saturates: query fruit puts 99.9 % or more of the weight on one key")
     assert attn.json_and_notes("lookup", "fruit", "-k", "apple,banana,chair")[1] == []
     (tmp_path / "x.csv").write_text("100,0\n0,100\n")
-    _, notes = attn.json_and_notes("self", tmp_path / "x.csv", "--heads", "2", "--wq", tmp_path / "x.csv",
-                                   "--wk", tmp_path / "x.csv")
+    _, notes = attn.json_and_notes(
+        "self", tmp_path / "x.csv", "--heads", "2", "--wq", tmp_path / "x.csv", "--wk", tmp_path / "x.csv"
+    )
     assert notes[0].startswith("softmax saturates in some head: queries x0, x1 put 99.9 % or more")
 
 
 def test_queries_that_see_nothing(attn, tmp_path):
-    (tmp_path / "b.yaml").write_text("q: [[1], [2], [3]]\nk: [[1], [1]]\nv: [[3], [4]]\n"
-                                     "mask: [[0, 0], [1, 1], [0, 0]]\n")
+    (tmp_path / "b.yaml").write_text(
+        "q: [[1], [2], [3]]\nk: [[1], [1]]\nv: [[3], [4]]\nmask: [[0, 0], [1, 1], [0, 0]]\n"
+    )
     expected = "queries q0, q2 may attend to no key (the mask forbids every key): their weights and outputs are 0"
     assert attn.json_and_notes("explain", tmp_path / "b.yaml")[1] == [expected]
     (tmp_path / "x.csv").write_text("1,0\n0,1\n1,1\n")
@@ -69,17 +73,20 @@ def test_no_note_when_the_command_fails(attn, tmp_path):
     attn.fails("run", tmp_path / "q.csv", tmp_path / "k.csv", tmp_path / "k.csv")  # exactly one line
 
 
-@pytest.mark.parametrize("mask, causal, n_q, n_k, empty", [
-    (None, None, 3, 2, []),
-    (None, "top-left", 3, 2, []),
-    (None, "bottom-right", 4, 2, [0, 1]),
-    ([[True, False]], "bottom-right", 3, 2, [0]),
-    ([[False, True]], "bottom-right", 3, 2, [0, 1]),
-    ([[False, True]], "top-left", 3, 2, [0]),
-    ([[False], [True], [False]], None, 3, 4, [0, 2]),  # one column for every key
-    ([[False, False, True], [True, False, False]], "top-left", 2, 3, [0]),
-    ([[[False, False]], [[False, True]]], None, 1, 2, []),  # heads: empty only if empty in every head
-])
+@pytest.mark.parametrize(
+    "mask, causal, n_q, n_k, empty",
+    [
+        (None, None, 3, 2, []),
+        (None, "top-left", 3, 2, []),
+        (None, "bottom-right", 4, 2, [0, 1]),
+        ([[True, False]], "bottom-right", 3, 2, [0]),
+        ([[False, True]], "bottom-right", 3, 2, [0, 1]),
+        ([[False, True]], "top-left", 3, 2, [0]),
+        ([[False], [True], [False]], None, 3, 4, [0, 2]),  # one column for every key
+        ([[False, False, True], [True, False, False]], "top-left", 2, 3, [0]),
+        ([[[False, False]], [[False, True]]], None, 1, 2, []),  # heads: empty only if empty in every head
+    ],
+)
 def test_empty_rows(mask, causal, n_q, n_k, empty):
     options = AttentionOptions(causal=causal, mask=None if mask is None else np.array(mask))
     assert empty_rows(options, n_q, n_k).tolist() == empty

@@ -41,11 +41,25 @@ def load(page_path, fragment=""):
     resolves to nothing, so a page that fetched anything would fail to."""
     with tempfile.TemporaryDirectory() as profile:
         run = subprocess.run(
-            [chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-             "--disable-background-networking", "--disable-extensions", f"--user-data-dir={profile}",
-             "--host-resolver-rules=MAP * ~NOTFOUND", "--enable-logging=stderr", "--v=0", "--dump-dom",
-             f"file://{Path(page_path).resolve()}{fragment}"],
-            capture_output=True, text=True, timeout=60)
+            [
+                chromium(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-extensions",
+                f"--user-data-dir={profile}",
+                "--host-resolver-rules=MAP * ~NOTFOUND",
+                "--enable-logging=stderr",
+                "--v=0",
+                "--dump-dom",
+                f"file://{Path(page_path).resolve()}{fragment}",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     assert run.returncode == 0, run.stderr[-2000:]
     return run.stdout, run.stderr
 
@@ -88,8 +102,9 @@ def traced(tmp_path_factory):
     folder = tmp_path_factory.mktemp("hv")
     model = write_model(folder / "m")
     html = folder / "page.html"
-    result = CliRunner().invoke(app, ["trace", "the pink elephant it was too big", "-m", str(model),
-                                      "--html", str(html)])
+    result = CliRunner().invoke(
+        app, ["trace", "the pink elephant it was too big", "-m", str(model), "--html", str(html)]
+    )
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     return html, np.array(out["weights"], dtype=np.float32), out["tokens"]
@@ -133,8 +148,9 @@ def test_browser_picks_a_layer_a_head_and_a_token(traced):
     assert {a["data-layer"] for a in drawn.lines} == {"1"} and {a["data-head"] for a in drawn.lines} == {"1"}
     shown = [a for a in drawn.lines if a["class"] == "link"]
     assert {int(a["data-q"]) for a in shown} == {3}  # only the picked query's lines show
-    assert sorted(int(a["data-k"]) for a in shown) == \
-        sorted(np.nonzero(weights[1, 1, 3] >= GEOMETRY["minWeight"])[0].tolist())
+    assert sorted(int(a["data-k"]) for a in shown) == sorted(
+        np.nonzero(weights[1, 1, 3] >= GEOMETRY["minWeight"])[0].tolist()
+    )
     assert "active" in drawn.tokens[("q", 3)]["class"] and "dim" in drawn.tokens[("q", 2)]["class"]
     numbers = re.search(r'<div id="numbers">(.*?)</div>', dom, re.S).group(1)
     heaviest = int(weights[1, 1, 3].argmax())
@@ -194,8 +210,10 @@ def test_too_many_weights_for_lines_is_a_note_and_the_terminal_view(attn, sample
     html, svg = tmp_path / "w.html", tmp_path / "w.svg"
     result = attn("run", samples / "colors.yaml", "--html", html, "--svg", svg)
     assert result.exit_code == 0, result.output
-    assert result.stderr == ("attn: note: 8 weights are too many to draw a line each (at most 5): "
-                             "the picture shows the terminal view only; --png draws them all\n")
+    assert result.stderr == (
+        "attn: note: 8 weights are too many to draw a line each (at most 5): "
+        "the picture shows the terminal view only; --png draws them all\n"
+    )
     assert "attn-data" not in html.read_text() and "0.150" in html.read_text()
     assert "line width = weight" not in svg.read_text()
     json.loads(result.stdout)

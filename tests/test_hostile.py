@@ -45,89 +45,188 @@ def closed_in_stderr(text: str) -> None:
 # name -> (a bash script run in a folder holding q.csv, k.csv, v.csv, q.npy, deep*.yaml; its exit code;
 #          its stderr, exactly; what its stdout starts with, or None for nothing)
 SHELL = {
-    "stdout on a full disk": ("attn run q.csv k.csv v.csv > /dev/full", 1,
-                              "attn: error: <stdout>: cannot write: No space left on device\n", None),
-    "a table on a full disk": ("attn run q.csv k.csv v.csv -f table > /dev/full", 1,
-                               "attn: error: <stdout>: cannot write: No space left on device\n", None),
-    "NPY on a full disk": ("attn run q.csv k.csv v.csv -f npy --emit weights > /dev/full", 1,
-                           "attn: error: <stdout>: cannot write: No space left on device\n", None),
-    "stdout that cannot encode ×": ("PYTHONIOENCODING=ascii attn run q.csv k.csv v.csv -f table", 1,
-                                    "attn: error: <stdout>: cannot write '\\xd7': stdout's encoding is ascii (set "
-                                    "PYTHONIOENCODING=utf-8, or use a UTF-8 locale)\n", None),
-    "help on a full disk": ("attn --help > /dev/full", 1,
-                            "attn: error: <stdout>: cannot write: No space left on device\n", None),
-    "the version on a full disk": ("attn --version > /dev/full", 1,
-                                   "attn: error: <stdout>: cannot write: No space left on device\n", None),
-    "a command's help on a full disk": ("attn run --help > /dev/full", 1,
-                                        "attn: error: <stdout>: cannot write: No space left on device\n", None),
-    "stdin closed": ("attn run - k.csv v.csv <&-", 1,
-                     "attn: error: <stdin>: is closed (pipe the input in, or give a file name)\n", None),
-    "stdout closed": ("attn softmax 1 2 >&-", 1, "attn: error: stdout is closed, so the result has nowhere to "
-                      "go (redirect it to a file, or to /dev/null)\n", None),
+    "stdout on a full disk": (
+        "attn run q.csv k.csv v.csv > /dev/full",
+        1,
+        "attn: error: <stdout>: cannot write: No space left on device\n",
+        None,
+    ),
+    "a table on a full disk": (
+        "attn run q.csv k.csv v.csv -f table > /dev/full",
+        1,
+        "attn: error: <stdout>: cannot write: No space left on device\n",
+        None,
+    ),
+    "NPY on a full disk": (
+        "attn run q.csv k.csv v.csv -f npy --emit weights > /dev/full",
+        1,
+        "attn: error: <stdout>: cannot write: No space left on device\n",
+        None,
+    ),
+    "stdout that cannot encode ×": (
+        "PYTHONIOENCODING=ascii attn run q.csv k.csv v.csv -f table",
+        1,
+        "attn: error: <stdout>: cannot write '\\xd7': stdout's encoding is ascii (set "
+        "PYTHONIOENCODING=utf-8, or use a UTF-8 locale)\n",
+        None,
+    ),
+    "help on a full disk": (
+        "attn --help > /dev/full",
+        1,
+        "attn: error: <stdout>: cannot write: No space left on device\n",
+        None,
+    ),
+    "the version on a full disk": (
+        "attn --version > /dev/full",
+        1,
+        "attn: error: <stdout>: cannot write: No space left on device\n",
+        None,
+    ),
+    "a command's help on a full disk": (
+        "attn run --help > /dev/full",
+        1,
+        "attn: error: <stdout>: cannot write: No space left on device\n",
+        None,
+    ),
+    "stdin closed": (
+        "attn run - k.csv v.csv <&-",
+        1,
+        "attn: error: <stdin>: is closed (pipe the input in, or give a file name)\n",
+        None,
+    ),
+    "stdout closed": (
+        "attn softmax 1 2 >&-",
+        1,
+        "attn: error: stdout is closed, so the result has nowhere to go (redirect it to a file, or to /dev/null)\n",
+        None,
+    ),
     "stderr full on a failure": ("attn run nope.csv k.csv v.csv 2>/dev/full", 1, "", None),
     "stderr closed on a failure": ("attn run nope.csv k.csv v.csv 2>&-", 1, "", None),
-    "a table into a closed pipe": ("attn run q.csv k.csv v.csv -f table | true; exit ${PIPESTATUS[0]}", 141, "",
-                                   None),
+    "a table into a closed pipe": ("attn run q.csv k.csv v.csv -f table | true; exit ${PIPESTATUS[0]}", 141, "", None),
     "JSON into a closed pipe": ("attn run q.csv k.csv v.csv | true; exit ${PIPESTATUS[0]}", 141, "", None),
     "help into a closed pipe": ("attn --help | true; exit ${PIPESTATUS[0]}", 141, "", None),
     "a command's help into a closed pipe": ("attn run --help | true; exit ${PIPESTATUS[0]}", 141, "", None),
     "CSV into a closed pipe": ("attn softmax 1 2 -f csv | true; exit ${PIPESTATUS[0]}", 141, "", None),
     "stdout appended to an input": (
-        "cp q.csv qq.csv; attn run qq.csv k.csv v.csv >> qq.csv; code=$?; cmp -s qq.csv q.csv || exit 99; "
-        "exit $code", 2, "attn: error: stdout is qq.csv, an input of this run "
-        "(redirect the output to another file)\n", None),
+        "cp q.csv qq.csv; attn run qq.csv k.csv v.csv >> qq.csv; code=$?; cmp -s qq.csv q.csv || exit 99; exit $code",
+        2,
+        "attn: error: stdout is qq.csv, an input of this run (redirect the output to another file)\n",
+        None,
+    ),
     "a picture over the file stdin reads": (
         "cp q.csv qs.csv; attn run - k.csv v.csv --svg qs.csv < qs.csv; code=$?; cmp -s qs.csv q.csv || exit 99; "
-        "exit $code", 2, "attn: error: qs.csv: --svg names <stdin>, an input of this run "
-        "(attn never writes over its inputs: give the picture another name)\n", None),
+        "exit $code",
+        2,
+        "attn: error: qs.csv: --svg names <stdin>, an input of this run "
+        "(attn never writes over its inputs: give the picture another name)\n",
+        None,
+    ),
     "a picture into the pipe stdin reads": (
-        "echo | attn softmax 1 2 --svg /dev/stdin", 2, "attn: error: /dev/stdin: --svg names <stdin>, an input of "
-        "this run (attn never writes over its inputs: give the picture another name)\n", None),
+        "echo | attn softmax 1 2 --svg /dev/stdin",
+        2,
+        "attn: error: /dev/stdin: --svg names <stdin>, an input of "
+        "this run (attn never writes over its inputs: give the picture another name)\n",
+        None,
+    ),
     "a picture to /dev/stdout": (
         "attn run q.csv k.csv v.csv --svg /dev/stdout -f json > both.txt; code=$?; "
-        "grep -q '\"weights\"' both.txt || exit 99; head -c 4 both.txt; exit $code", 0, "", b"<svg"),
+        "grep -q '\"weights\"' both.txt || exit 99; head -c 4 both.txt; exit $code",
+        0,
+        "",
+        b"<svg",
+    ),
     "a picture to a device": (
         # root gets a device node of its own; anyone else cannot rename over /dev/null anyway
         "mknod null c 1 3 2>/dev/null && dev=null || dev=/dev/null; attn run q.csv k.csv v.csv --svg $dev -f json "
-        "> /dev/null; code=$?; test -c $dev || exit 99; exit $code", 0, "", None),
+        "> /dev/null; code=$?; test -c $dev || exit 99; exit $code",
+        0,
+        "",
+        None,
+    ),
     "a picture to a FIFO nobody reads": (
         "mkfifo lonely; timeout 60 attn run q.csv k.csv v.csv --svg lonely -f json; code=$?; test -p lonely || "
-        "exit 99; exit $code", 1, "attn: error: lonely: cannot write: no program read from this pipe within 5 s "
-        "(start the reader first)\n", None),
+        "exit 99; exit $code",
+        1,
+        "attn: error: lonely: cannot write: no program read from this pipe within 5 s (start the reader first)\n",
+        None,
+    ),
     "a picture to a FIFO with a reader": (
         "mkfifo pic; cat pic > got.svg & timeout 60 attn run q.csv k.csv v.csv --svg pic -f json > /dev/null; "
-        "code=$?; wait; test -p pic || exit 99; head -c 4 got.svg; exit $code", 0, "", b"<svg"),
-    "a FIFO as input": ("mkfifo qf; cat q.csv > qf & timeout 60 attn run qf k.csv v.csv; code=$?; wait; exit $code",
-                        0, "", b'{"queries"'),
-    "an NPY FIFO as input": ("mkfifo qn; cat q.npy > qn & timeout 60 attn run qn k.csv v.csv; code=$?; wait; "
-                             "exit $code", 0, "", b'{"queries"'),
+        "code=$?; wait; test -p pic || exit 99; head -c 4 got.svg; exit $code",
+        0,
+        "",
+        b"<svg",
+    ),
+    "a FIFO as input": (
+        "mkfifo qf; cat q.csv > qf & timeout 60 attn run qf k.csv v.csv; code=$?; wait; exit $code",
+        0,
+        "",
+        b'{"queries"',
+    ),
+    "an NPY FIFO as input": (
+        "mkfifo qn; cat q.npy > qn & timeout 60 attn run qn k.csv v.csv; code=$?; wait; exit $code",
+        0,
+        "",
+        b'{"queries"',
+    ),
     "process substitution": ("timeout 60 attn run <(cat q.csv) k.csv <(cat v.csv)", 0, "", b'{"queries"'),
     "an NPY by process substitution": ("timeout 60 attn run <(cat q.npy) k.csv v.csv", 0, "", b'{"queries"'),
-    "a dictionary by process substitution": ("timeout 60 attn lookup fruit --dict <(cat fruit.yaml)", 0, "",
-                                             b'{"queries"'),
+    "a dictionary by process substitution": (
+        "timeout 60 attn lookup fruit --dict <(cat fruit.yaml)",
+        0,
+        "",
+        b'{"queries"',
+    ),
     "one FIFO named twice": (
         "mkfifo twice; (cat q.csv > twice &); timeout 60 attn run twice twice k.csv; code=$?; "
-        "timeout 5 cat twice > /dev/null; exit $code", 2, "attn: error: twice is a pipe named more than once, but "
-        "a pipe can be read only once (save it to a file first)\n", None),
+        "timeout 5 cat twice > /dev/null; exit $code",
+        2,
+        "attn: error: twice is a pipe named more than once, but "
+        "a pipe can be read only once (save it to a file first)\n",
+        None,
+    ),
     "stdin named as - and /dev/stdin": (
-        "cat q.csv | timeout 60 attn run - k.csv /dev/stdin", 2, "attn: error: stdin ('-') is named more than "
-        "once, but can be read only once (save all but one input to a file)\n", None),
-    "YAML nested 50,000 deep": ("attn run deep.yaml", 1, "attn: error: deep.yaml:1: is nested too deeply to be "
-                                "a matrix (a matrix needs at most 8 levels of lists and mappings)\n", None),
+        "cat q.csv | timeout 60 attn run - k.csv /dev/stdin",
+        2,
+        "attn: error: stdin ('-') is named more than "
+        "once, but can be read only once (save all but one input to a file)\n",
+        None,
+    ),
+    "YAML nested 50,000 deep": (
+        "attn run deep.yaml",
+        1,
+        "attn: error: deep.yaml:1: is nested too deeply to be "
+        "a matrix (a matrix needs at most 8 levels of lists and mappings)\n",
+        None,
+    ),
     "YAML nested 50,000 deep on stdin": (
-        "attn run - k.csv v.csv < deep-block.yaml", 1, "attn: error: <stdin>:1: is nested too deeply to be a "
-        "matrix (a matrix needs at most 8 levels of lists and mappings)\n", None),
+        "attn run - k.csv v.csv < deep-block.yaml",
+        1,
+        "attn: error: <stdin>:1: is nested too deeply to be a "
+        "matrix (a matrix needs at most 8 levels of lists and mappings)\n",
+        None,
+    ),
     "YAML mappings nested 50,000 deep": (
-        "attn self deep-map.yaml", 1, "attn: error: deep-map.yaml:1: is nested too deeply to be a matrix "
-        "(a matrix needs at most 8 levels of lists and mappings)\n", None),
+        "attn self deep-map.yaml",
+        1,
+        "attn: error: deep-map.yaml:1: is nested too deeply to be a matrix "
+        "(a matrix needs at most 8 levels of lists and mappings)\n",
+        None,
+    ),
     "/dev/zero as an input": (
-        "ATTN_MAX_STREAM_BYTES=1000000 timeout 60 attn run /dev/zero k.csv v.csv", 1,
+        "ATTN_MAX_STREAM_BYTES=1000000 timeout 60 attn run /dev/zero k.csv v.csv",
+        1,
         "attn: error: /dev/zero: holds more than 1,000,000 bytes, the limit for stdin, a pipe or a device (save "
-        "it to a file, or set ATTN_MAX_STREAM_BYTES to raise the limit)\n", None),
+        "it to a file, or set ATTN_MAX_STREAM_BYTES to raise the limit)\n",
+        None,
+    ),
     "/dev/zero as word vectors": (
-        "ATTN_MAX_LINE=1000000 timeout 60 attn lookup fruit --keys apple --vectors /dev/zero", 1,
+        "ATTN_MAX_LINE=1000000 timeout 60 attn lookup fruit --keys apple --vectors /dev/zero",
+        1,
         "attn: error: /dev/zero:1: has 1,000,001 characters in one line, more than the limit of 1,000,000 "
-        "(set ATTN_MAX_LINE to raise it)\n", None),
+        "(set ATTN_MAX_LINE to raise it)\n",
+        None,
+    ),
 }
 
 
@@ -146,9 +245,17 @@ def shell(tmp_path_factory):
     (bin_folder / "attn").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m attncli "$@"\n')
     (bin_folder / "attn").chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_folder}{os.pathsep}{os.environ['PATH']}"}
-    procs = {name: subprocess.Popen(["bash", "-c", script], cwd=folder, env=env, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, start_new_session=True)
-             for name, (script, *_) in SHELL.items()}
+    procs = {
+        name: subprocess.Popen(
+            ["bash", "-c", script],
+            cwd=folder,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+        for name, (script, *_) in SHELL.items()
+    }
     results = {}
     deadline = time.monotonic() + 120
     for name, proc in procs.items():
@@ -205,8 +312,9 @@ def test_a_picture_never_overwrites_a_mask_or_vectors(attn, inputs):
     assert attn.fails("run", *QKV, "--mask", mask, "--html", mask, code=2).startswith(f"{mask}: --html names")
     vectors = inputs / "g.txt"
     vectors.write_text("fruit 1 0\napple 0 1\n")
-    assert attn.fails("lookup", "fruit", "--keys", "apple", "--vectors", vectors, "--svg", vectors,
-                      code=2).startswith(f"{vectors}: --svg names")
+    assert attn.fails("lookup", "fruit", "--keys", "apple", "--vectors", vectors, "--svg", vectors, code=2).startswith(
+        f"{vectors}: --svg names"
+    )
     assert mask.read_text() == "1,0,1\n" and vectors.read_text() == "fruit 1 0\napple 0 1\n"
 
 
@@ -228,8 +336,10 @@ def test_an_archive_that_would_not_fit_in_memory_is_refused(attn, tmp_path, monk
 
     expanded = sum(info.file_size for info in zipfile.ZipFile(archive).infolist())  # 160,800 bytes and headers
     monkeypatch.setattr(limits, "memory_available", lambda: 50_000)
-    assert attn.fails("run", archive) == \
-        f"{archive}: its arrays expand to {expanded:,} bytes, more than the 50,000 bytes of memory free"
+    assert (
+        attn.fails("run", archive)
+        == f"{archive}: its arrays expand to {expanded:,} bytes, more than the 50,000 bytes of memory free"
+    )
 
 
 def test_a_new_picture_is_written_whole(attn, inputs):
@@ -255,8 +365,9 @@ def test_a_fifo_is_read_once(attn, inputs):
 def test_a_pipe_by_its_descriptor_is_read_once(attn):
     """What ``<(cat q.csv)`` hands attn: /dev/fd/N, a pipe with no extension to go by."""
     read_end, write_end = os.pipe()
-    writer = threading.Thread(target=lambda: (os.write(write_end, b"q: [[1, 2, 3]]\nk: [[1, 2, 3]]\nv: [[5]]\n"),
-                                              os.close(write_end)))
+    writer = threading.Thread(
+        target=lambda: (os.write(write_end, b"q: [[1, 2, 3]]\nk: [[1, 2, 3]]\nv: [[5]]\n"), os.close(write_end))
+    )
     writer.start()
     try:
         data = attn.json("run", f"/dev/fd/{read_end}")
@@ -270,7 +381,8 @@ def test_a_stream_stops_at_its_limit(attn, monkeypatch):
     monkeypatch.setenv("ATTN_MAX_STREAM_BYTES", "1000")
     assert attn.fails("run", "/dev/zero", *QKV[1:]) == (
         "/dev/zero: holds more than 1,000 bytes, the limit for stdin, a pipe or a device "
-        "(save it to a file, or set ATTN_MAX_STREAM_BYTES to raise the limit)")
+        "(save it to a file, or set ATTN_MAX_STREAM_BYTES to raise the limit)"
+    )
 
 
 # ---------------------------------------------------------------- the environment: exit 1 or 2, never 70
@@ -284,8 +396,9 @@ def test_any_columns_value_draws_a_table_and_a_picture(attn, tmp_path, value):
     assert "apple" in result.stdout and svg.read_text().startswith("<svg")
 
 
-@pytest.mark.parametrize("variable", ["ATTN_MAX_ELEMENTS", "ATTN_MAX_YAML_NODES", "ATTN_MAX_LINE",
-                                      "ATTN_MAX_STREAM_BYTES"])
+@pytest.mark.parametrize(
+    "variable", ["ATTN_MAX_ELEMENTS", "ATTN_MAX_YAML_NODES", "ATTN_MAX_LINE", "ATTN_MAX_STREAM_BYTES"]
+)
 @pytest.mark.parametrize("value", ["1" + "0" * 20, "9" * 5000])
 def test_a_huge_limit_is_no_limit(attn, tmp_path, variable, value):
     labelled = tmp_path / "q.csv"
@@ -296,16 +409,19 @@ def test_a_huge_limit_is_no_limit(attn, tmp_path, variable, value):
     assert data["queries"] == ["fruit"]
 
 
-@pytest.mark.parametrize("args, code", [
-    (["explain", *QKV, "--query", "٣"], 2),
-    (["explain", *QKV, "--query", "9" * 5000], 2),
-    (["self", QKV[0], "--d-out", "9" * 30], 2),
-    (["self", QKV[0], "--heads", "9" * 5000], 2),
-    (["run", *QKV, "--scale", "9" * 5000], 2),
-    (["softmax", "9" * 5000], 2),
-    (["softmax", "1", "-t", "1e-400"], 2),
-    (["lookup", "fruit", "--keys", "apple", "--values", "9" * 5000], 2),
-])
+@pytest.mark.parametrize(
+    "args, code",
+    [
+        (["explain", *QKV, "--query", "٣"], 2),
+        (["explain", *QKV, "--query", "9" * 5000], 2),
+        (["self", QKV[0], "--d-out", "9" * 30], 2),
+        (["self", QKV[0], "--heads", "9" * 5000], 2),
+        (["run", *QKV, "--scale", "9" * 5000], 2),
+        (["softmax", "9" * 5000], 2),
+        (["softmax", "1", "-t", "1e-400"], 2),
+        (["lookup", "fruit", "--keys", "apple", "--values", "9" * 5000], 2),
+    ],
+)
 def test_absurd_numbers_in_options_are_usage_errors(attn, args, code):
     line = attn.fails(*args, code=code)
     assert "internal error" not in line and len(line) < 400
@@ -320,16 +436,18 @@ def test_environment_errors_are_not_bugs():
         int("1" * 5000)
     except ValueError as e:
         too_long = e
-    assert str(environment_error(too_long)) == \
-        "a number has more than 4,300 digits (write it with an exponent, as 1e5000)"
+    assert (
+        str(environment_error(too_long)) == "a number has more than 4,300 digits (write it with an exponent, as 1e5000)"
+    )
     assert environment_error(KeyError("x")) is None  # a bug stays a bug (exit 70)
 
 
 # ---------------------------------------------------------------- stderr holds only attn's lines
 
 
-@pytest.mark.parametrize("mask", ["1e308,-1e308,0", "-1e308,-1e308,-1e308", "1e308,1e308,0", "-inf,-inf,-inf",
-                                  "1.7e308,0,-1.7e308"])
+@pytest.mark.parametrize(
+    "mask", ["1e308,-1e308,0", "-1e308,-1e308,-1e308", "1e308,1e308,0", "-inf,-inf,-inf", "1.7e308,0,-1.7e308"]
+)
 @pytest.mark.parametrize("fmt", ["json", "npy"])
 def test_extreme_masks_print_nothing_on_stderr(attn, tmp_path, mask, fmt):
     """Extreme additive masks (given as --bias, as PyTorch's float masks are
@@ -349,20 +467,25 @@ def test_extreme_masks_print_nothing_on_stderr(attn, tmp_path, mask, fmt):
     assert np.isfinite(weights).all() and (weights.sum(axis=1) <= 1 + 1e-12).all()
 
 
-@pytest.mark.parametrize("numbers, temperature, weights", [
-    (["1e308", "-1e308"], "1", [1.0, 0.0]),
-    (["1", "2"], "1e-320", [0.0, 1.0]),  # x/T overflows; the limit of softmax as T -> 0 is the argmax
-    (["1", "2"], "1e-300", [0.0, 1.0]),
-    (["-inf", "-inf"], "1", [0.0, 0.0]),
-])
+@pytest.mark.parametrize(
+    "numbers, temperature, weights",
+    [
+        (["1e308", "-1e308"], "1", [1.0, 0.0]),
+        (["1", "2"], "1e-320", [0.0, 1.0]),  # x/T overflows; the limit of softmax as T -> 0 is the argmax
+        (["1", "2"], "1e-300", [0.0, 1.0]),
+        (["-inf", "-inf"], "1", [0.0, 0.0]),
+    ],
+)
 def test_softmax_at_the_edges_of_float64(attn, numbers, temperature, weights):
     assert attn.json("softmax", *numbers, "-t", temperature)["weights"] == weights
 
 
 def test_the_console_script_silences_warnings():
     """main() installs the filter once; a library warning never reaches the terminal."""
-    code = ("import sys, warnings; import attncli.cli.app; cli = sys.modules['attncli.cli.app']; "
-            "cli.app = lambda: warnings.warn('x', RuntimeWarning); cli.main()")
+    code = (
+        "import sys, warnings; import attncli.cli.app; cli = sys.modules['attncli.cli.app']; "
+        "cli.app = lambda: warnings.warn('x', RuntimeWarning); cli.main()"
+    )
     result = subprocess.run([sys.executable, "-W", "default", "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0 and result.stderr == ""
 
@@ -370,8 +493,17 @@ def test_the_console_script_silences_warnings():
 # ---------------------------------------------------------------- the terminal
 
 
-HOSTILE_LABELS = ["\x1b[31mred\x1b[0m", "\x1b]0;title\x07", "a\nb", "tab\there", "\u202eevil", "[/bold]",
-                  "[red]x[/red]", "bell\x07", "\x9b31m"]
+HOSTILE_LABELS = [
+    "\x1b[31mred\x1b[0m",
+    "\x1b]0;title\x07",
+    "a\nb",
+    "tab\there",
+    "\u202eevil",
+    "[/bold]",
+    "[red]x[/red]",
+    "bell\x07",
+    "\x9b31m",
+]
 
 
 @pytest.mark.parametrize("label", HOSTILE_LABELS)
@@ -393,7 +525,8 @@ def test_a_word_with_controls_is_escaped_in_lookup_and_errors(attn, tmp_path):
     assert result.exit_code == 0, result.output
     assert "key " in result.stdout and "x[/]y " in result.stdout
     assert attn.fails("lookup", "fruit", "--keys", "pear\x1b[2J", "--vectors", vectors).startswith(
-        "unknown word 'pear\\x1b[2J'")
+        "unknown word 'pear\\x1b[2J'"
+    )
 
 
 def test_a_long_label_is_cut_in_tables_only(attn, tmp_path):
@@ -416,8 +549,11 @@ def test_csv_to_a_terminal_is_escaped(attn, tmp_path, monkeypatch):
     assert "\x1b" not in result.stdout and "\\x1b[2Jq," in result.stdout
 
 
-@given(st.text(st.characters(codec="utf-8"), min_size=1, max_size=12).filter(lambda s: s.strip() and "," not in s
-                                                                                 and '"' not in s))
+@given(
+    st.text(st.characters(codec="utf-8"), min_size=1, max_size=12).filter(
+        lambda s: s.strip() and "," not in s and '"' not in s
+    )
+)
 def test_any_label_is_shown_safely(label):
     from typer.testing import CliRunner
 
@@ -427,7 +563,7 @@ def test_any_label_is_shown_safely(label):
     result = CliRunner().invoke(app, ["run", "-", "-f", "table"], input=data)
     assert result.exit_code in (0, 1), result.output
     if result.exit_code == 0:
-        assert not any(ord(c) < 32 and c != "\n" or 0x7f <= ord(c) < 0xa0 for c in result.stdout), repr(label)
+        assert not any(ord(c) < 32 and c != "\n" or 0x7F <= ord(c) < 0xA0 for c in result.stdout), repr(label)
     else:
         closed_in_stderr(result.stderr)
 
@@ -460,8 +596,9 @@ def test_many_keys_show_the_first_ones(attn, tmp_path):
 
 
 def test_many_heads_show_the_first_twelve(attn):
-    result = attn("self", "the pink elephant tried to get into the car", "--heads", "25", "--d-attn", "50",
-                  "-f", "table")
+    result = attn(
+        "self", "the pink elephant tried to get into the car", "--heads", "25", "--d-attn", "50", "-f", "table"
+    )
     assert result.exit_code == 0, result.output
     assert "head 11 of 25" in result.stdout and "head 12 of 25" not in result.stdout
     assert "… and 13 more heads (--head N shows one)" in result.stdout
@@ -495,8 +632,9 @@ def test_csv_parsed_in_chunks_reads_the_same(monkeypatch):
     with pytest.raises(AttnError, match="a.csv:201: row has 2 values, expected 7 like the first row"):
         read_matrix(ragged, "a.csv")
     monkeypatch.setattr(text, "CELLS_PER_BLOCK", 10)
-    labelled = b"".join(f"r{i},".encode() + ",".join(map(repr, row)).encode() + b"\n"
-                        for i, row in enumerate(values.tolist()))
+    labelled = b"".join(
+        f"r{i},".encode() + ",".join(map(repr, row)).encode() + b"\n" for i, row in enumerate(values.tolist())
+    )
     m = read_matrix(labelled, "a.csv")
     np.testing.assert_array_equal(m.values, values)
     assert m.row_labels == [f"r{i}" for i in range(200)]
@@ -514,15 +652,18 @@ def test_json_parsed_through_python_hooks_reads_the_same(monkeypatch):
 def test_ctrl_c_stops_long_work_in_c_at_once(tmp_path):
     """Ctrl-C while the parser is busy in C code that holds the interpreter (as numpy's does for
     ~0.2 s per chunk): the command stops within about a chunk, quietly, with 130."""
-    code = ("import attncli.readers.text as t\n"
-            "def busy(*args):\n"
-            "    while True:\n"
-            "        sum(range(3_000_000))  # C code that never lets go of the interpreter, ~0.1 s\n"
-            "t.read_delimited_fast = busy\n"
-            "from attncli.cli import main\n"
-            "main()\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, "run", *QKV], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    code = (
+        "import attncli.readers.text as t\n"
+        "def busy(*args):\n"
+        "    while True:\n"
+        "        sum(range(3_000_000))  # C code that never lets go of the interpreter, ~0.1 s\n"
+        "t.read_delimited_fast = busy\n"
+        "from attncli.cli import main\n"
+        "main()\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "run", *QKV], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         time.sleep(2.0)  # started, and busy
         sent = time.monotonic()
@@ -532,4 +673,3 @@ def test_ctrl_c_stops_long_work_in_c_at_once(tmp_path):
         proc.kill()  # never leave a busy loop behind, whatever happened
     assert proc.returncode == 130 and stderr == ""
     assert time.monotonic() - sent < 3
-

@@ -23,8 +23,10 @@ def files(style: str) -> list[Path]:
 
 
 def pandas_note(names: str) -> str:
-    return (f"{names}: read the first row 0,1,… as column names, as pandas writes them for unnamed columns: "
-            "the rows below are not whole numbers (--no-header reads it as data)")
+    return (
+        f"{names}: read the first row 0,1,… as column names, as pandas writes them for unnamed columns: "
+        "the rows below are not whole numbers (--no-header reads it as data)"
+    )
 
 
 # Each way of saving, and the notes it must give (None: no note).
@@ -63,8 +65,10 @@ def test_every_way_of_saving_gives_torchs_numbers(attn, style):
 
 # pandas' default to_json() (orient="columns") and orient="index" are both a mapping of mappings:
 # which is rows and which is columns, the file cannot say, so they are refused, never guessed.
-MAPPINGS_OF_MAPPINGS = ("is a mapping of mappings, as pandas' to_json() writes by default: it could be columns "
-                        "of rows or rows of columns (write it with to_json(orient='split') or orient='records')")
+MAPPINGS_OF_MAPPINGS = (
+    "is a mapping of mappings, as pandas' to_json() writes by default: it could be columns "
+    "of rows or rows of columns (write it with to_json(orient='split') or orient='records')"
+)
 
 
 @pytest.mark.parametrize("orient", ["columns", "index"])
@@ -105,8 +109,10 @@ def test_pandas_orients_in_a_bundle(attn, tmp_path):
 
 @pytest.mark.parametrize("orient", ["split", "table"])
 def test_an_empty_frame_is_empty(orient):
-    data = {"split": b'{"columns":["x"],"index":[],"data":[]}',
-            "table": b'{"schema":{"fields":[{"name":"index"},{"name":"x"}],"primaryKey":["index"]},"data":[]}'}
+    data = {
+        "split": b'{"columns":["x"],"index":[],"data":[]}',
+        "table": b'{"schema":{"fields":[{"name":"index"},{"name":"x"}],"primaryKey":["index"]},"data":[]}',
+    }
     with pytest.raises(AttnError) as e:
         read_matrix(data[orient], "a.json")
     assert str(e.value) == "a.json: is empty (expected rows of numbers)"
@@ -115,8 +121,9 @@ def test_an_empty_frame_is_empty(orient):
 def test_pandas_orients_in_yaml():
     m = read_matrix(b"columns: [x, y]\nindex: [a, b]\ndata:\n- [1, 2]\n- [3, 4]\n", "a.yaml")
     assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], ["x", "y"], [[1, 2], [3, 4]])
-    table = (b"schema:\n  fields: [{name: key}, {name: x}]\n  primaryKey: [key]\n"
-             b"data: [{key: a, x: 1}, {key: b, x: 2}]\n")
+    table = (
+        b"schema:\n  fields: [{name: key}, {name: x}]\n  primaryKey: [key]\ndata: [{key: a, x: 1}, {key: b, x: 2}]\n"
+    )
     m = read_matrix(table, "a.yaml")
     assert (m.row_labels, m.col_labels, m.values.tolist()) == (["a", "b"], ["x"], [[1], [2]])
     m = read_matrix(b"name: ~\nindex: [a, b]\ndata: [1, 2]\n", "a.yaml")  # a Series without a name
@@ -126,8 +133,9 @@ def test_pandas_orients_in_yaml():
 def test_torch_agrees_live():
     torch = pytest.importorskip("torch")
     q, k, v = (torch.tensor(np.load(INPUTS / f"{n}.npy")) for n in "qkv")
-    np.testing.assert_allclose(torch.nn.functional.scaled_dot_product_attention(q, k, v).numpy(),
-                               EXPECTED["plain"], rtol=1e-13)
+    np.testing.assert_allclose(
+        torch.nn.functional.scaled_dot_product_attention(q, k, v).numpy(), EXPECTED["plain"], rtol=1e-13
+    )
 
 
 def test_the_header_flags_settle_it_without_a_note(attn):
@@ -187,8 +195,11 @@ def test_delimiter_and_decimal():
     assert read(b"1,5\n2,5\n").values.tolist() == [[1, 5], [2, 5]]  # …which, untold, is two columns
     assert read(b"sep=;\r\n1,5;2\r\n").values.tolist() == [[1.5, 2]]
     assert read(b"sep=|\n1|2\n", "a.txt").values.tolist() == [[1, 2]]
-    with pytest.raises(AttnError, match=r"a.csv:2: column 1: '2,5' is not a number "
-                                        r"\(the decimal mark of this file is '.'\)"):
+    with pytest.raises(
+        AttnError,
+        match=r"a.csv:2: column 1: '2,5' is not a number "
+        r"\(the decimal mark of this file is '.'\)",
+    ):
         read(b"1.5;2\n2,5;3\n")
 
 
@@ -212,19 +223,36 @@ def test_encodings():
         assert read(data).values.tolist() == [[1.5, -2]], encoding
 
 
-@pytest.mark.parametrize("data, message", [
-    ("1,2\n".encode("utf-16-le"), "a.csv: is UTF-16 text without a byte-order mark "
-                                  "(save it as UTF-8, or convert it: iconv -f UTF16LE -t UTF-8)"),
-    (b"PK\x03\x04\x14\x00", "a.csv: is a zip archive (an Excel .xlsx workbook, or an NPZ archive), not text "
-                            "(save a sheet as CSV UTF-8, or name an NPZ archive .npz)"),
-    (b"\x93NUMPY\x01\x00v\x00", "a.csv: is an NPY array, not text (name it .npy)"),
-    (bytes(range(1, 40)) * 3 + b"\xff", "a.csv: is binary data, not text "
-     "(attn reads CSV, TSV, YAML and JSON text, or NPY/NPZ arrays by their extension)"),
-    (b"\xff\xfe1\x00,\x00\x00\xd8", "a.csv:1: is not valid UTF-16 text, though it starts with a UTF-16 "
-                                    "byte-order mark"),
-    ("caf\u00e9,1\n".encode("cp1252"), "a.csv:1: is not UTF-8 text: it looks like Windows-1252 (Latin-1) text "
-     "(save it as UTF-8, in Excel as CSV UTF-8, or convert it: iconv -f WINDOWS-1252 -t UTF-8)"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (
+            "1,2\n".encode("utf-16-le"),
+            "a.csv: is UTF-16 text without a byte-order mark "
+            "(save it as UTF-8, or convert it: iconv -f UTF16LE -t UTF-8)",
+        ),
+        (
+            b"PK\x03\x04\x14\x00",
+            "a.csv: is a zip archive (an Excel .xlsx workbook, or an NPZ archive), not text "
+            "(save a sheet as CSV UTF-8, or name an NPZ archive .npz)",
+        ),
+        (b"\x93NUMPY\x01\x00v\x00", "a.csv: is an NPY array, not text (name it .npy)"),
+        (
+            bytes(range(1, 40)) * 3 + b"\xff",
+            "a.csv: is binary data, not text "
+            "(attn reads CSV, TSV, YAML and JSON text, or NPY/NPZ arrays by their extension)",
+        ),
+        (
+            b"\xff\xfe1\x00,\x00\x00\xd8",
+            "a.csv:1: is not valid UTF-16 text, though it starts with a UTF-16 byte-order mark",
+        ),
+        (
+            "caf\u00e9,1\n".encode("cp1252"),
+            "a.csv:1: is not UTF-8 text: it looks like Windows-1252 (Latin-1) text "
+            "(save it as UTF-8, in Excel as CSV UTF-8, or convert it: iconv -f WINDOWS-1252 -t UTF-8)",
+        ),
+    ],
+)
 def test_other_bytes_are_named(data, message):
     with pytest.raises(AttnError) as e:
         read(data)
@@ -242,8 +270,10 @@ def test_true_false_cells_make_a_mask_only():
         read_matrix(b"1,true\n", "m.csv")
     with pytest.raises(AttnError) as e:
         read_matrix(b"0,true\n", "m.csv", bias=True)
-    assert str(e.value) == ("m.csv:1: column 2: 'true' is not a number "
-                            "(a bias holds numbers to add to the scores; true/false cells make a mask)")
+    assert str(e.value) == (
+        "m.csv:1: column 2: 'true' is not a number "
+        "(a bias holds numbers to add to the scores; true/false cells make a mask)"
+    )
 
 
 def test_json_lines_and_records():
@@ -255,12 +285,16 @@ def test_json_lines_and_records():
     assert m.col_labels == ["x", "y"] and m.values.tolist() == [[1, 2], [3, 4]]
     with pytest.raises(AttnError) as e:
         read_matrix(b'{"x": 1, "y": 2}\n{"y": 3, "x": 4}\n', "a.jsonl")
-    assert str(e.value) == ("a.jsonl:2: row 2 has the columns y, x, expected x, y like the first row "
-                            "(every record needs the same names, in the same order)")
+    assert str(e.value) == (
+        "a.jsonl:2: row 2 has the columns y, x, expected x, y like the first row "
+        "(every record needs the same names, in the same order)"
+    )
     with pytest.raises(AttnError) as e:
         read_matrix(b"[1, 2]\n[3, 4\n", "a.jsonl")
-    assert str(e.value) == ("a.jsonl:2: invalid JSON Lines: Expecting ',' delimiter (column 6) "
-                            "(JSON Lines holds one whole JSON value per line)")
+    assert str(e.value) == (
+        "a.jsonl:2: invalid JSON Lines: Expecting ',' delimiter (column 6) "
+        "(JSON Lines holds one whole JSON value per line)"
+    )
     with pytest.raises(AttnError, match=r"a.json:1: invalid JSON: Extra data \(column 8\)"):
         read_matrix(b"[1, 2] [3, 4]\n", "a.json")  # two values on one line is not JSON Lines
 
@@ -273,14 +307,17 @@ def test_a_float_mask_of_zeros_is_a_bias_as_in_pytorch(attn):
     np.testing.assert_allclose(out["output"], EXPECTED["bias_zeros"], rtol=1e-6)  # float32 bias, float64 inputs
     masked, notes = attn.json_and_notes("run", *files("{name}.npy"), "--mask", INPUTS / "float_zeros.npy")
     assert masked["output"] == [[0, 0]] * 3  # the user's word: a mask of 0s forbids every pair, and is told so
-    assert notes == [f"{INPUTS / 'float_zeros.npy'}: the mask's cells are all 0, so no query may attend to any "
-                     "key; if it is PyTorch's float attn_mask, which is added to the scores, give the file as "
-                     "--bias FILE",
-                     "queries q0, q1, q2 may attend to no key (the mask forbids every key): their weights and "
-                     "outputs are 0"]
+    assert notes == [
+        f"{INPUTS / 'float_zeros.npy'}: the mask's cells are all 0, so no query may attend to any "
+        "key; if it is PyTorch's float attn_mask, which is added to the scores, give the file as "
+        "--bias FILE",
+        "queries q0, q1, q2 may attend to no key (the mask forbids every key): their weights and outputs are 0",
+    ]
     line = attn.fails("run", *files("{name}.npy"), "--mask", INPUTS / "float_additive.npy")
-    assert line.endswith("the mask holds -inf, but a mask holds only 1 (may attend) and 0 (may not) "
-                         "(to add numbers to the scores, give the file as --bias FILE)")
+    assert line.endswith(
+        "the mask holds -inf, but a mask holds only 1 (may attend) and 0 (may not) "
+        "(to add numbers to the scores, give the file as --bias FILE)"
+    )
 
 
 def test_an_additive_float_mask_as_a_bias_and_true_false_cells_as_a_mask(attn):
@@ -332,8 +369,9 @@ def test_bundle_settings_are_honoured_and_the_command_line_wins(attn, tmp_path):
 
 
 def test_bundle_setting_names_ignore_case_and_dashes(attn, tmp_path):
-    (tmp_path / "b.json").write_text(json.dumps({"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1], [2]],
-                                                 "Causal-Align": "bottom-right"}))
+    (tmp_path / "b.json").write_text(
+        json.dumps({"q": [[1, 0]], "k": [[1, 0], [0, 1]], "v": [[1], [2]], "Causal-Align": "bottom-right"})
+    )
     assert attn.json("run", tmp_path / "b.json")["causal"] == "bottom-right"
 
 
@@ -344,8 +382,9 @@ def test_npz_settings(attn, tmp_path):
 
 
 def test_seed_000_values_per_key(attn, tmp_path):
-    (tmp_path / "b.yaml").write_text("q: [2, 1, 3]\nk: {apple: [-1, 2, -1], banana: [1.5, 0, -1], "
-                                     "chair: [4, -2, -1]}\nv: [10, 5, 2]\n")
+    (tmp_path / "b.yaml").write_text(
+        "q: [2, 1, 3]\nk: {apple: [-1, 2, -1], banana: [1.5, 0, -1], chair: [4, -2, -1]}\nv: [10, 5, 2]\n"
+    )
     out = attn.json("run", tmp_path / "b.yaml")
     import attncli
 
@@ -359,8 +398,9 @@ def test_seed_000_values_per_key(attn, tmp_path):
 
 
 def test_self_bundle_settings(attn, tmp_path):
-    (tmp_path / "s.yaml").write_text("x: [[1, 0], [0, 1], [1, 1]]\nheads: 2\nseed: 3\ncausal: true\n"
-                                     "description: three tokens\n")
+    (tmp_path / "s.yaml").write_text(
+        "x: [[1, 0], [0, 1], [1, 1]]\nheads: 2\nseed: 3\ncausal: true\ndescription: three tokens\n"
+    )
     out = attn.json("self", tmp_path / "s.yaml")
     assert (out["heads"], out["seed"], out["causal"]) == (2, 3, "top-left")
     assert np.array(out["weights"]).shape == (2, 3, 3)

@@ -79,7 +79,7 @@ class Outcome:
         assert self.stdout == ""
         lines = self.stderr.splitlines()
         assert len(lines) == 1 and lines[0].startswith("attn: error: "), self.stderr
-        return lines[0][len("attn: error: "):]
+        return lines[0][len("attn: error: ") :]
 
     def json(self) -> dict:
         """The JSON of a successful run (notes allowed on stderr, nothing else)."""
@@ -117,11 +117,18 @@ class Data:
     def __init__(self, folder: Path) -> None:
         rng = np.random.default_rng(23)
         self.folder = folder
-        self.arrays = {"q": rng.normal(size=(N_Q, D_K)), "k": rng.normal(size=(N_K, D_K)),
-                       "v": rng.normal(size=(N_K, D_V)), "dout": rng.normal(size=(N_Q, D_V)),
-                       "qt": rng.normal(size=(2, 2, N_Q, D_K)), "kt": rng.normal(size=(2, 2, N_K, D_K)),
-                       "vt": rng.normal(size=(2, 2, N_K, D_V)), "doutt": rng.normal(size=(2, 2, N_Q, D_V)),
-                       "x": rng.normal(size=(N_Q, D_K)), "eye": np.eye(D_K)}
+        self.arrays = {
+            "q": rng.normal(size=(N_Q, D_K)),
+            "k": rng.normal(size=(N_K, D_K)),
+            "v": rng.normal(size=(N_K, D_V)),
+            "dout": rng.normal(size=(N_Q, D_V)),
+            "qt": rng.normal(size=(2, 2, N_Q, D_K)),
+            "kt": rng.normal(size=(2, 2, N_K, D_K)),
+            "vt": rng.normal(size=(2, 2, N_K, D_V)),
+            "doutt": rng.normal(size=(2, 2, N_Q, D_V)),
+            "x": rng.normal(size=(N_Q, D_K)),
+            "eye": np.eye(D_K),
+        }
         self.arrays["out"] = reference(self.arrays["q"], self.arrays["k"], self.arrays["v"])[0]
         for name, values in self.arrays.items():
             np.save(self.path(name), values)
@@ -151,7 +158,8 @@ class Data:
         """The arguments of a run of ``command`` with no integer option given."""
         qkv = self.files("qt", "kt", "vt") if tensors else self.files("q", "k", "v")
         return {
-            "run": qkv, "explain": qkv,
+            "run": qkv,
+            "explain": qkv,
             "grad": [*qkv, "--dout", self.path("doutt" if tensors else "dout")],
             "check": [self.path("out"), *qkv],
             "self": [self.path("x")],
@@ -159,7 +167,6 @@ class Data:
             "lookup": ["fruit", "--keys", "apple", "--keys", "pear"],
             "trace": ["the pink elephant", "--model", self.model] if command == "trace" else [],
         }[command]
-
 
     def plain_json(self, command: str, tensors: bool = False) -> dict:
         """The JSON of the plain run of ``command`` (made once)."""
@@ -199,8 +206,9 @@ def numeric_grads(q, k, v, dout, **options) -> dict[str, np.ndarray]:
     return grads
 
 
-def attends(command: str, data: Data, args: list[Any], options: dict | None, refused: int = 2,
-            atol: float = 1e-9) -> str | None:
+def attends(
+    command: str, data: Data, args: list[Any], options: dict | None, refused: int = 2, atol: float = 1e-9
+) -> str | None:
     """``command`` on Q, K, V (attn self: on X with identity projections) with ``args``: the
     reference's answer under ``options``, or (options None) refused with exit ``refused``, its line."""
     q, k, v = (data["x"],) * 3 if command == "self" else (data["q"], data["k"], data["v"])
@@ -238,16 +246,22 @@ def window(command: str, value: tuple[int, int], data: Data) -> None:
     line = attends(command, data, ["--window", f"{left},{right}"], {"window": (left, right)} if valid else None)
     if not valid:
         side, n = ("left", left) if left < -1 else ("right", right)
-        assert line == (f"the window's {side} side must be a whole number ≥ -1, got {n} "
-                        "(-1 means unbounded on that side)")
+        assert line == (
+            f"the window's {side} side must be a whole number ≥ -1, got {n} (-1 means unbounded on that side)"
+        )
 
 
 def rope_offset(command: str, value: int, data: Data) -> None:
     last = value + N_Q - 1  # attn self: 3 rows of X, as Q has
     valid = -POSITIONS <= value and last <= POSITIONS
     options = {"rope": ("neox", 10000.0, None, value)} if valid else None
-    line = attends(command, data, ["--rope", "neox", "--rope-offset", value], options,
-                   atol=1e-9 + 2**-46 * max(abs(value), abs(last)))
+    line = attends(
+        command,
+        data,
+        ["--rope", "neox", "--rope-offset", value],
+        options,
+        atol=1e-9 + 2**-46 * max(abs(value), abs(last)),
+    )
     if line is not None and abs(value) > POSITIONS:
         assert line.startswith(f"rope offset {value} is outside ±2^32 (±4,294,967,296) (")
     elif line is not None:
@@ -321,13 +335,14 @@ def self_heads(command: str, value: int, data: Data) -> None:
     if value < 1:
         outcome.refused(2)
     elif D_K % value:  # W_Q's shape: the catalogue's exit 1
-        assert outcome.refused(1) == (f"W_Q is 4×4: d_attn = 4 does not split into {value} heads "
-                                      "(the number of heads must divide d_attn)")
+        assert outcome.refused(1) == (
+            f"W_Q is 4×4: d_attn = 4 does not split into {value} heads (the number of heads must divide d_attn)"
+        )
     else:
         got, x, d = outcome.json(), data["x"], D_K // value
         outputs = []
         for h in range(value):
-            part = x[:, h * d:(h + 1) * d]
+            part = x[:, h * d : (h + 1) * d]
             out, weights = reference(part, part, part)
             close(got["weights"][h], weights, 1e-9)
             outputs.append(out)
@@ -392,8 +407,9 @@ def trace_pick(axis: int, flag: str, n: int) -> Callable[[str, int, Data], None]
             return
         got, whole = outcome.json(), data.plain_json("trace")
         assert got[{0: "layers", 1: "heads", 2: "queries"}[axis]] == [value % n]
-        np.testing.assert_array_equal(np.array(got["weights"]),
-                                      np.take(np.array(whole["weights"]), [value % n], axis=axis))
+        np.testing.assert_array_equal(
+            np.array(got["weights"]), np.take(np.array(whole["weights"]), [value % n], axis=axis)
+        )
 
     return check
 
@@ -440,8 +456,12 @@ def whole_numbers(param: Any) -> bool:
 
 def integer_options() -> list[tuple[str, str]]:
     """(command, parameter name) of every option or argument that takes whole numbers."""
-    return [(name, param.name) for name, command in sorted(COMMAND.commands.items()) for param in command.params
-            if whole_numbers(param) or param.name in WHOLE_NUMBER_TEXT]
+    return [
+        (name, param.name)
+        for name, command in sorted(COMMAND.commands.items())
+        for param in command.params
+        if whole_numbers(param) or param.name in WHOLE_NUMBER_TEXT
+    ]
 
 
 OPTIONS = integer_options()
@@ -452,8 +472,17 @@ def recipe_of(command: str, name: str) -> Recipe | None:
 
 
 def test_every_integer_option_has_a_recipe():
-    assert {("run", "window"), ("run", "rope_offset"), ("run", "top"), ("self", "heads"), ("self", "d_attn"),
-            ("trace", "layers"), ("trace", "query"), ("explain", "query"), ("softmax", "precision")} <= set(OPTIONS)
+    assert {
+        ("run", "window"),
+        ("run", "rope_offset"),
+        ("run", "top"),
+        ("self", "heads"),
+        ("self", "d_attn"),
+        ("trace", "layers"),
+        ("trace", "query"),
+        ("explain", "query"),
+        ("softmax", "precision"),
+    } <= set(OPTIONS)
     missing = [f"attn {command} {name}" for command, name in OPTIONS if recipe_of(command, name) is None]
     assert not missing, f"integer options with no input recipe in tests/test_integers.py: {missing}"
 
@@ -503,8 +532,15 @@ def write_bundle(folder: Path, fmt: str, arrays: dict[str, np.ndarray], settings
 
 
 def test_bundle_settings_are_found():
-    assert {("run", "window"), ("run", "rope_offset"), ("run", "rope_dim"), ("self", "heads"),
-            ("self", "seed"), ("self", "d_attn"), ("self", "d_out")} <= set(SETTINGS)
+    assert {
+        ("run", "window"),
+        ("run", "rope_offset"),
+        ("run", "rope_dim"),
+        ("self", "heads"),
+        ("self", "seed"),
+        ("self", "d_attn"),
+        ("self", "d_out"),
+    } <= set(SETTINGS)
 
 
 @pytest.mark.parametrize(("command", "name"), SETTINGS, ids=[f"{c} {n}" for c, n in SETTINGS])
@@ -623,9 +659,11 @@ def test_the_api_takes_any_original_context_length(data, kind, length):
         with pytest.raises(UsageError) as refused:
             RopeScaling(kind, original_max_position_embeddings=length, **SCALINGS[kind])
         if length > POSITIONS:
-            assert str(refused.value) == (f"rope scaling's original_max_position_embeddings {length} is past 2^32 "
-                                          "(4,294,967,296) (it is a context length; float64 keeps RoPE angles "
-                                          "within 1e-6 radians only up to position 2^32)")
+            assert str(refused.value) == (
+                f"rope scaling's original_max_position_embeddings {length} is past 2^32 "
+                "(4,294,967,296) (it is a context length; float64 keeps RoPE angles "
+                "within 1e-6 radians only up to position 2^32)"
+            )
         return
     rope = Rope("neox", scaling=RopeScaling(kind, original_max_position_embeddings=length, **SCALINGS[kind]))
     out, weights = attention(data["q"], data["k"], data["v"], rope=rope)

@@ -22,16 +22,20 @@ def test_defaults_are_stated():
 def test_elements_limit_and_raising_it(monkeypatch):
     data = b"1,2,3\n4,5,6\n"  # 6 numbers: 4 separators + 2 newlines + 1 (an upper bound: 7)
     monkeypatch.setenv("ATTN_MAX_ELEMENTS", "5")
-    assert refused(data, "a.csv") == \
-        "a.csv: has about 7 values, more than the limit of 5 (set ATTN_MAX_ELEMENTS to raise it)"
+    assert (
+        refused(data, "a.csv")
+        == "a.csv: has about 7 values, more than the limit of 5 (set ATTN_MAX_ELEMENTS to raise it)"
+    )
     monkeypatch.setenv("ATTN_MAX_ELEMENTS", "1_000")
     assert read_matrix(data, "a.csv").values.shape == (2, 3)
 
 
 def test_elements_limit_for_json_and_yaml_is_an_estimate(monkeypatch):
     monkeypatch.setenv("ATTN_MAX_ELEMENTS", "3")
-    assert refused(b"[[1, 2, 3, 4]]", "a.json") == \
-        "a.json: has about 4 values, more than the limit of 3 (set ATTN_MAX_ELEMENTS to raise it)"
+    assert (
+        refused(b"[[1, 2, 3, 4]]", "a.json")
+        == "a.json: has about 4 values, more than the limit of 3 (set ATTN_MAX_ELEMENTS to raise it)"
+    )
 
 
 def test_yaml_node_limit(monkeypatch):
@@ -43,8 +47,10 @@ def test_yaml_node_limit(monkeypatch):
 
 def test_line_limit(monkeypatch):
     monkeypatch.setenv("ATTN_MAX_LINE", "12")
-    assert refused(b"1,2\n" + b"3," * 10 + b"4\n", "a.csv") == \
-        "a.csv:2: has 21 characters in one line, more than the limit of 12 (set ATTN_MAX_LINE to raise it)"
+    assert (
+        refused(b"1,2\n" + b"3," * 10 + b"4\n", "a.csv")
+        == "a.csv:2: has 21 characters in one line, more than the limit of 12 (set ATTN_MAX_LINE to raise it)"
+    )
     assert read_matrix(b"1,2\n3,4\n5,6\n7,8\n", "a.csv").values.shape == (4, 2)
 
 
@@ -75,4 +81,5 @@ def test_limit_through_the_cli(attn, samples, tmp_path):
     assert result.exit_code == 1
     assert result.stderr.strip() == (
         f"attn: error: {samples}/q.csv: has about 9 values, "
-        "more than the limit of 4 (set ATTN_MAX_ELEMENTS to raise it)")
+        "more than the limit of 4 (set ATTN_MAX_ELEMENTS to raise it)"
+    )

@@ -33,9 +33,11 @@ def test_same_equation_as_run(attn):
     """The scores are the seeds' equation, through the same attention function."""
     table = load_default()
     q, k = table.lookup(["fruit"]), table.lookup(["apple", "banana", "chair"])
-    for extra, kwargs in ((["--scale", "0.05"], {"scale": 0.05}),
-                          (["-t", "3"], {"temperature": 3.0}),
-                          (["--similarity", "cosine"], {"similarity": "cosine"})):
+    for extra, kwargs in (
+        (["--scale", "0.05"], {"scale": 0.05}),
+        (["-t", "3"], {"temperature": 3.0}),
+        (["--similarity", "cosine"], {"similarity": "cosine"}),
+    ):
         out = attn.json("lookup", "fruit", "--keys", "apple,banana,chair", *extra)
         _, expected = attention(q, k, np.eye(3), **kwargs)
         np.testing.assert_allclose(out["weights"], expected, rtol=1e-6)
@@ -47,7 +49,8 @@ def test_dict_file_with_scalars_and_vectors(attn, samples, tmp_path):
     assert scalars["output"] == direct["output"] and scalars["columns"] == ["value"]
     # seed 000's values as vectors, d_v = 4
     (tmp_path / "d.yaml").write_text(
-        "apple: [0.9, 0.2, -0.5, 1.0]\nbanana: [1.2, 2.0, 0.1, 0.2]\nchair: [-1.2, -2.0, 1.0, -0.2]\n")
+        "apple: [0.9, 0.2, -0.5, 1.0]\nbanana: [1.2, 2.0, 0.1, 0.2]\nchair: [-1.2, -2.0, 1.0, -0.2]\n"
+    )
     out = attn.json("lookup", "fruit", "--dict", tmp_path / "d.yaml")
     v = np.array([[0.9, 0.2, -0.5, 1.0], [1.2, 2.0, 0.1, 0.2], [-1.2, -2.0, 1.0, -0.2]])
     np.testing.assert_allclose(out["output"], np.array(out["weights"]) @ v, rtol=1e-12)
@@ -81,8 +84,18 @@ def test_table_view(attn):
     result = attn("lookup", "fruit", "--keys", "apple,banana,chair", "--values", "10,5,2", "-f", "table")
     assert result.exit_code == 0, result.output
     text = result.stdout
-    for piece in ("query fruit", "apple", "banana", "chair", "score", "weight", "value",
-                  "weighted sum: 6.78", "scale 1/√50 = 0.1414", "GloVe 6B 50d"):
+    for piece in (
+        "query fruit",
+        "apple",
+        "banana",
+        "chair",
+        "score",
+        "weight",
+        "value",
+        "weighted sum: 6.78",
+        "scale 1/√50 = 0.1414",
+        "GloVe 6B 50d",
+    ):
         assert piece in text, piece
 
 
@@ -108,8 +121,16 @@ def test_own_vectors_glove_and_word2vec(attn, tmp_path):
         assert out["vectors"]["dim"] == 3
     np.save(tmp_path / "v.npy", np.array([[1.0, 0, 0], [1, 0.1, 0], [0.9, 0, 0.2], [0, 1, 0]], np.float32))
     (tmp_path / "words.txt").write_text("fruit\napple\nbanana\nchair\n")
-    out = attn.json("lookup", "fruit", "--keys", "apple,banana,chair",
-                    "--vectors", tmp_path / "v.npy", "--words", tmp_path / "words.txt")
+    out = attn.json(
+        "lookup",
+        "fruit",
+        "--keys",
+        "apple,banana,chair",
+        "--vectors",
+        tmp_path / "v.npy",
+        "--words",
+        tmp_path / "words.txt",
+    )
     np.testing.assert_allclose(out["weights"], expected, rtol=1e-6)
 
 
@@ -120,8 +141,9 @@ def test_repeated_keys_and_values_add_up(attn):
 
 
 def test_unknown_words_skipped_or_zero(attn):
-    out, notes = attn.json_and_notes("lookup", "fruit", "zuko", "-k", "apple,zukoo,banana zuko", "-v", "1,2,3",
-                                     "--unknown", "skip")
+    out, notes = attn.json_and_notes(
+        "lookup", "fruit", "zuko", "-k", "apple,zukoo,banana zuko", "-v", "1,2,3", "--unknown", "skip"
+    )
     assert out["queries"] == ["fruit"] and out["keys"] == ["apple", "banana zuko"]
     plain = attn.json("lookup", "fruit", "-k", "apple,banana", "-v", "1,3")
     assert out["weights"] == plain["weights"] and out["output"] == plain["output"]  # "banana zuko" is banana

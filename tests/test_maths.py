@@ -13,10 +13,21 @@ from reference import attention as reference
 
 # Seed 003: RGB colours, warm or cool (the post's code: Q = #8517dc).
 RGB_Q = np.array([[133, 23, 220]]) / 255.0
-RGB_K = np.array([
-    [254, 240, 217], [253, 204, 138], [252, 141, 89], [215, 48, 31],
-    [246, 239, 247], [189, 201, 225], [103, 169, 207], [2, 129, 138],
-]) / 255.0
+RGB_K = (
+    np.array(
+        [
+            [254, 240, 217],
+            [253, 204, 138],
+            [252, 141, 89],
+            [215, 48, 31],
+            [246, 239, 247],
+            [189, 201, 225],
+            [103, 169, 207],
+            [2, 129, 138],
+        ]
+    )
+    / 255.0
+)
 RGB_V = np.array([[1, 0]] * 4 + [[0, 1]] * 4, dtype=float)
 
 
@@ -28,8 +39,9 @@ def test_softmax_is_stable_for_large_scores():
     # seed 000: softmax([30, 20, 10]) = [9.99954600e-01, 4.53978686e-05, 2.06106005e-09]
     w = softmax(np.array([30.0, 20.0, 10.0]) * 100)
     assert np.isfinite(w).all() and w[0] == 1.0
-    np.testing.assert_allclose(softmax(np.array([30.0, 20.0, 10.0])),
-                               [9.99954600e-01, 4.53978686e-05, 2.06106005e-09], rtol=1e-6)
+    np.testing.assert_allclose(
+        softmax(np.array([30.0, 20.0, 10.0])), [9.99954600e-01, 4.53978686e-05, 2.06106005e-09], rtol=1e-6
+    )
 
 
 def test_seed_003_colours():
@@ -214,10 +226,13 @@ def test_batched_inputs_broadcast():
         np.testing.assert_allclose(w[b], ref_w, atol=1e-12)
 
 
-@pytest.mark.parametrize("shapes, message", [
-    (((1, 3), (8, 4), (8, 2)), "Q is 1×3 but K is 8×4 (Q and K need the same number of columns, d_k)"),
-    (((1, 3), (8, 3), (7, 2)), "K is 8×3 but V is 7×2 (K and V need the same number of rows: one value per key)"),
-])
+@pytest.mark.parametrize(
+    "shapes, message",
+    [
+        (((1, 3), (8, 4), (8, 2)), "Q is 1×3 but K is 8×4 (Q and K need the same number of columns, d_k)"),
+        (((1, 3), (8, 3), (7, 2)), "K is 8×3 but V is 7×2 (K and V need the same number of rows: one value per key)"),
+    ],
+)
 def test_shape_errors_name_both_shapes(shapes, message):
     q, k, v = (np.ones(s) for s in shapes)
     with pytest.raises(ShapeError) as e:
@@ -228,8 +243,9 @@ def test_shape_errors_name_both_shapes(shapes, message):
 def test_wrong_mask_shape():
     with pytest.raises(ShapeError) as e:
         attention(np.ones((2, 3)), np.ones((4, 3)), np.ones((4, 1)), mask=np.ones((3, 4), dtype=bool))
-    assert str(e.value) == ("the mask is 3×4 but the weights are 2×4 (queries × keys) "
-                            "(give a 2×4 mask, or 1×4 for every query)")
+    assert str(e.value) == (
+        "the mask is 3×4 but the weights are 2×4 (queries × keys) (give a 2×4 mask, or 1×4 for every query)"
+    )
 
 
 @pytest.mark.parametrize("option", ["scale", "temperature"])

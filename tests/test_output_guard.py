@@ -52,56 +52,158 @@ Q, K, V = _rng.normal(size=(1, 2, 3, 4)), _rng.normal(size=(1, 2, 5, 4)), _rng.n
 
 # Every input file a recipe may name, by name: what it holds.
 FILES: dict[str, bytes] = {
-    "q.npy": _npy(Q), "k.npy": _npy(K), "v.npy": _npy(V),
+    "q.npy": _npy(Q),
+    "k.npy": _npy(K),
+    "v.npy": _npy(V),
     "out.npy": _npy(np.zeros((1, 2, 3, 4))),
-    "mask.npy": _npy(np.ones((3, 5), bool)), "bias.npy": _npy(np.zeros((3, 5))),
-    "sinks.npy": _npy(np.zeros(2)), "slopes.npy": _npy(np.array([0.5, 0.25])),
+    "mask.npy": _npy(np.ones((3, 5), bool)),
+    "bias.npy": _npy(np.zeros((3, 5))),
+    "sinks.npy": _npy(np.zeros(2)),
+    "slopes.npy": _npy(np.array([0.5, 0.25])),
     "dout.npy": _npy(np.ones((1, 2, 3, 4))),
     "bundle.npz": _npz(q=Q, k=K, v=V, dout=np.ones((1, 2, 3, 4))),
     "grads.npz": _npz(dq=np.zeros_like(Q), dk=np.zeros_like(K), dv=np.zeros_like(V)),
-    "dq.npy": _npy(np.zeros_like(Q)), "dk.npy": _npy(np.zeros_like(K)), "dv.npy": _npy(np.zeros_like(V)),
-    "x.csv": b"1,0,0,1\n0,1,0,1\n0,0,1,1\n", "z.csv": b"1,1,0,0\n0,1,1,0\n",
+    "dq.npy": _npy(np.zeros_like(Q)),
+    "dk.npy": _npy(np.zeros_like(K)),
+    "dv.npy": _npy(np.zeros_like(V)),
+    "x.csv": b"1,0,0,1\n0,1,0,1\n0,0,1,1\n",
+    "z.csv": b"1,1,0,0\n0,1,1,0\n",
     **{f"{w}.csv": b"1,0,0,0\n0,1,0,0\n0,0,1,0\n0,0,0,1\n" for w in ("wq", "wk", "wv", "wo")},
     **{f"{b}.csv": b"0,0,0,0\n" for b in ("bq", "bk", "bv", "bo")},
     "self.yaml": b"x: [[1, 0], [0, 1], [1, 1]]\n",
-    "self-mask.npy": _npy(np.ones((3, 2), bool)), "self-bias.npy": _npy(np.zeros((3, 2))),
-    "self-sinks.npy": _npy(np.zeros(1)), "self-slopes.npy": _npy(np.array([0.5])),
+    "self-mask.npy": _npy(np.ones((3, 2), bool)),
+    "self-bias.npy": _npy(np.zeros((3, 2))),
+    "self-sinks.npy": _npy(np.zeros(1)),
+    "self-slopes.npy": _npy(np.array([0.5])),
     "numbers.txt": b"4.0 -1.0 2.1\n",
     "sentence.txt": b"the pink elephant\n",
     "fruit.yaml": (SAMPLES / "fruit.yaml").read_bytes(),
     "vectors.txt": b"fruit 1 0 0\napple 0.9 0.1 0\nbanana 0.8 0 0.2\nchair 0 0 1\nthe 1 1 0\npink 0 1 1\n"
-                   b"elephant 1 0 1\n",
-    "vectors.npy": _npy(np.eye(4)), "words.txt": b"fruit\napple\nbanana\nchair\n",
+    b"elephant 1 0 1\n",
+    "vectors.npy": _npy(np.eye(4)),
+    "words.txt": b"fruit\napple\nbanana\nchair\n",
     "model/config.json": b'{"model_type": "bert"}\n',
 }
 
 # command -> invocations, each an argument list in which "@name" is a file of FILES and
 # "<name" says that stdin is that file. Between them they name every input each command takes.
 RECIPES: dict[str, list[list[str]]] = {
-    "run": [["@q.npy", "@k.npy", "@v.npy", "--mask", "@mask.npy", "--bias", "@bias.npy", "--sinks", "@sinks.npy",
-             "--alibi-slopes", "@slopes.npy"],
-            ["@bundle.npz"], ["-", "@k.npy", "@v.npy", "<q.npy"]],
-    "explain": [["@q.npy", "@k.npy", "@v.npy", "--mask", "@mask.npy", "--bias", "@bias.npy", "--sinks",
-                 "@sinks.npy", "--alibi-slopes", "@slopes.npy", "--grad", "--dout", "@dout.npy"],
-                ["@bundle.npz"], ["@q.npy", "-", "@v.npy", "<k.npy"]],
-    "check": [["@out.npy", "@q.npy", "@k.npy", "@v.npy", "--mask", "@mask.npy", "--bias", "@bias.npy", "--sinks",
-               "@sinks.npy", "--alibi-slopes", "@slopes.npy"],
-              ["@out.npy", "@bundle.npz"], ["-", "@q.npy", "@k.npy", "@v.npy", "<out.npy"],
-              ["--grad", "@grads.npz", "@q.npy", "@k.npy", "@v.npy", "--dout", "@dout.npy"],
-              ["--grad", "@dq.npy", "@dk.npy", "@dv.npy", "@bundle.npz"]],
-    "grad": [["@q.npy", "@k.npy", "@v.npy", "--dout", "@dout.npy", "--mask", "@mask.npy", "--bias", "@bias.npy",
-              "--sinks", "@sinks.npy", "--alibi-slopes", "@slopes.npy"],
-             ["@bundle.npz"], ["@q.npy", "@k.npy", "@v.npy", "--dout", "-", "<dout.npy"]],
+    "run": [
+        [
+            "@q.npy",
+            "@k.npy",
+            "@v.npy",
+            "--mask",
+            "@mask.npy",
+            "--bias",
+            "@bias.npy",
+            "--sinks",
+            "@sinks.npy",
+            "--alibi-slopes",
+            "@slopes.npy",
+        ],
+        ["@bundle.npz"],
+        ["-", "@k.npy", "@v.npy", "<q.npy"],
+    ],
+    "explain": [
+        [
+            "@q.npy",
+            "@k.npy",
+            "@v.npy",
+            "--mask",
+            "@mask.npy",
+            "--bias",
+            "@bias.npy",
+            "--sinks",
+            "@sinks.npy",
+            "--alibi-slopes",
+            "@slopes.npy",
+            "--grad",
+            "--dout",
+            "@dout.npy",
+        ],
+        ["@bundle.npz"],
+        ["@q.npy", "-", "@v.npy", "<k.npy"],
+    ],
+    "check": [
+        [
+            "@out.npy",
+            "@q.npy",
+            "@k.npy",
+            "@v.npy",
+            "--mask",
+            "@mask.npy",
+            "--bias",
+            "@bias.npy",
+            "--sinks",
+            "@sinks.npy",
+            "--alibi-slopes",
+            "@slopes.npy",
+        ],
+        ["@out.npy", "@bundle.npz"],
+        ["-", "@q.npy", "@k.npy", "@v.npy", "<out.npy"],
+        ["--grad", "@grads.npz", "@q.npy", "@k.npy", "@v.npy", "--dout", "@dout.npy"],
+        ["--grad", "@dq.npy", "@dk.npy", "@dv.npy", "@bundle.npz"],
+    ],
+    "grad": [
+        [
+            "@q.npy",
+            "@k.npy",
+            "@v.npy",
+            "--dout",
+            "@dout.npy",
+            "--mask",
+            "@mask.npy",
+            "--bias",
+            "@bias.npy",
+            "--sinks",
+            "@sinks.npy",
+            "--alibi-slopes",
+            "@slopes.npy",
+        ],
+        ["@bundle.npz"],
+        ["@q.npy", "@k.npy", "@v.npy", "--dout", "-", "<dout.npy"],
+    ],
     "softmax": [["-", "<numbers.txt"]],
-    "lookup": [["fruit", "--dict", "@fruit.yaml", "--vectors", "@vectors.txt"],
-               ["fruit", "--keys", "apple,banana", "--vectors", "@vectors.npy", "--words", "@words.txt"],
-               ["fruit", "--keys", "apple", "--model", "@model"]],
-    "self": [["@x.csv", "--context", "@z.csv", "--wq", "@wq.csv", "--wk", "@wk.csv", "--wv", "@wv.csv",
-              "--wo", "@wo.csv", "--bq", "@bq.csv", "--bk", "@bk.csv", "--bv", "@bv.csv", "--bo", "@bo.csv",
-              "--mask", "@self-mask.npy", "--bias", "@self-bias.npy", "--sinks", "@self-sinks.npy",
-              "--alibi-slopes", "@self-slopes.npy"],
-             ["@self.yaml"], ["-", "<x.csv"],
-             ["the pink elephant", "--vectors", "@vectors.npy", "--words", "@words.txt", "--unknown", "zero"]],
+    "lookup": [
+        ["fruit", "--dict", "@fruit.yaml", "--vectors", "@vectors.txt"],
+        ["fruit", "--keys", "apple,banana", "--vectors", "@vectors.npy", "--words", "@words.txt"],
+        ["fruit", "--keys", "apple", "--model", "@model"],
+    ],
+    "self": [
+        [
+            "@x.csv",
+            "--context",
+            "@z.csv",
+            "--wq",
+            "@wq.csv",
+            "--wk",
+            "@wk.csv",
+            "--wv",
+            "@wv.csv",
+            "--wo",
+            "@wo.csv",
+            "--bq",
+            "@bq.csv",
+            "--bk",
+            "@bk.csv",
+            "--bv",
+            "@bv.csv",
+            "--bo",
+            "@bo.csv",
+            "--mask",
+            "@self-mask.npy",
+            "--bias",
+            "@self-bias.npy",
+            "--sinks",
+            "@self-sinks.npy",
+            "--alibi-slopes",
+            "@self-slopes.npy",
+        ],
+        ["@self.yaml"],
+        ["-", "<x.csv"],
+        ["the pink elephant", "--vectors", "@vectors.npy", "--words", "@words.txt", "--unknown", "zero"],
+    ],
     "trace": [["-", "--model", "@model", "<sentence.txt"]],
 }
 
@@ -173,7 +275,7 @@ def attn(folder: Path, recipe: list[str], extra: list[str], stdout: Path) -> tup
             code = GROUP.main(args=args, prog_name="attn", standalone_mode=False)
         finally:
             sys.stdout, sys.stderr = saved
-    return code, err.getvalue(), stdout.read_bytes()[len(before):]
+    return code, err.getvalue(), stdout.read_bytes()[len(before) :]
 
 
 def _refused(code: int, stderr: str, printed: bytes) -> None:
@@ -229,8 +331,12 @@ def test_the_recipes_run(folder, command, r):
     """Each recipe runs as written (with its pictures elsewhere), so the refusals above
     are the guard's and not some other mistake's. A model recipe has no model to run."""
     recipe = RECIPES[command][r]
-    pictures = [arg for option in _outputs(command) if option in ("--svg", "--html")
-                for arg in (option, str(folder / f"fine{option[2:]}.out"))]
+    pictures = [
+        arg
+        for option in _outputs(command)
+        if option in ("--svg", "--html")
+        for arg in (option, str(folder / f"fine{option[2:]}.out"))
+    ]
     code, stderr, _ = attn(folder, [command, *recipe], ["-f", "json", *pictures], folder / "stdout.txt")
     if "@model" in recipe:
         assert code == 1 and "model" in stderr or "no tensor" in stderr, stderr
@@ -252,15 +358,20 @@ def test_every_command_and_every_file_parameter_is_covered():
             role = roles.get(param.name)
             if isinstance(role, Reads):
                 flag = max(param.opts, key=len)
-                used = flag in named or (not flag.startswith("-") and any(
-                    a.startswith(("@", "-", "<")) for recipe in RECIPES[name] for a in recipe[:1]))
+                used = flag in named or (
+                    not flag.startswith("-")
+                    and any(a.startswith(("@", "-", "<")) for recipe in RECIPES[name] for a in recipe[:1])
+                )
                 assert used, f"attn {name}: no recipe reads {flag}"
                 continue
             if isinstance(role, Writes):
                 continue
             base = typing.get_args(hints[param.name])[0] if hasattr(hints[param.name], "__metadata__") else None
             kinds = {a for a in typing.get_args(base) or (base,)} | {
-                x for a in typing.get_args(base) for x in typing.get_args(a)}
+                x for a in typing.get_args(base) for x in typing.get_args(a)
+            }
             if str in kinds:
-                assert param.name in NOT_PATHS, f"attn {name}: {param.name} is a string, but marked neither " \
-                                                "READS nor WRITES (cli/paths.py) nor known to be text"
+                assert param.name in NOT_PATHS, (
+                    f"attn {name}: {param.name} is a string, but marked neither "
+                    "READS nor WRITES (cli/paths.py) nor known to be text"
+                )

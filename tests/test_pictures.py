@@ -44,8 +44,9 @@ def test_pictures_keep_colour_under_no_color_and_fit_the_view(attn, samples, tmp
 
 
 def test_picture_with_table_and_softmax(attn, samples, tmp_path):
-    result = attn("run", samples / "q.csv", samples / "k.csv", samples / "v.csv", "-f", "table",
-                  "--svg", tmp_path / "r.svg")
+    result = attn(
+        "run", samples / "q.csv", samples / "k.csv", samples / "v.csv", "-f", "table", "--svg", tmp_path / "r.svg"
+    )
     assert "apple" in result.stdout and "apple" in svg_text(tmp_path / "r.svg")
     attn("softmax", "4.0", "-1.0", "2.1", "--html", tmp_path / "s.html")
     assert "0.8648" in (tmp_path / "s.html").read_text()
@@ -60,19 +61,25 @@ def test_existing_file_is_replaced(attn, samples, tmp_path):
 
 def test_unwritable_paths_are_one_line_errors(attn, samples, tmp_path):
     colors = samples / "colors.yaml"
-    assert attn.fails("run", colors, "--svg", tmp_path / "no" / "v.svg") == \
-        f"{tmp_path}/no/v.svg: cannot write: no such directory"
+    assert (
+        attn.fails("run", colors, "--svg", tmp_path / "no" / "v.svg")
+        == f"{tmp_path}/no/v.svg: cannot write: no such directory"
+    )
     assert attn.fails("explain", colors, "--html", tmp_path) == f"{tmp_path}: is a directory, expected a file"
-    assert attn.fails("run", colors, "--svg", "-", code=2) == \
-        "a picture needs a file name, not '-' (stdout gets the --format output)"
+    assert (
+        attn.fails("run", colors, "--svg", "-", code=2)
+        == "a picture needs a file name, not '-' (stdout gets the --format output)"
+    )
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
 def test_read_only_directory(attn, samples, tmp_path):  # pragma: no cover - CI runs as root
     tmp_path.chmod(0o500)
     try:
-        assert attn.fails("run", samples / "colors.yaml", "--svg", tmp_path / "v.svg") == \
-            f"{tmp_path}/v.svg: cannot write: permission denied"
+        assert (
+            attn.fails("run", samples / "colors.yaml", "--svg", tmp_path / "v.svg")
+            == f"{tmp_path}/v.svg: cannot write: permission denied"
+        )
     finally:
         tmp_path.chmod(0o700)
 
@@ -99,11 +106,16 @@ def test_failed_rename_is_an_error_and_leaves_nothing(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("args, shown", [
-    (["lookup", "fruit", "--keys", "apple,banana,chair", "--values", "10,5,2"], ("query fruit", "banana",
-     "weighted sum")),
-    (["self", "the pink elephant", "--heads", "2", "--d-attn", "4"], ("head 0 of 2", "elephant", "output")),
-])
+@pytest.mark.parametrize(
+    "args, shown",
+    [
+        (
+            ["lookup", "fruit", "--keys", "apple,banana,chair", "--values", "10,5,2"],
+            ("query fruit", "banana", "weighted sum"),
+        ),
+        (["self", "the pink elephant", "--heads", "2", "--d-attn", "4"], ("head 0 of 2", "elephant", "output")),
+    ],
+)
 def test_pictures_from_lookup_and_self(attn, tmp_path, args, shown):
     svg = tmp_path / "v.svg"
     result = attn(*args, "--svg", svg)

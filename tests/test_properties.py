@@ -134,8 +134,9 @@ def test_adding_a_constant_to_a_row_of_scores_changes_nothing(problem, data):
     q, k, v = problem
     # A shift of ±0.5 would make a mask cell 0 or 1; a mask of only 0s and 1s is
     # read as a 0/1 mask (may attend / may not), not added to the scores.
-    shifts = data.draw(arrays(np.float64, (len(q), 1),
-                              elements=st.floats(-50, 50).filter(lambda s: s + 0.5 not in (0.0, 1.0))))
+    shifts = data.draw(
+        arrays(np.float64, (len(q), 1), elements=st.floats(-50, 50).filter(lambda s: s + 0.5 not in (0.0, 1.0)))
+    )
     out, w = attention(q, k, v)
     out_s, w_s = attention(q, k, v, mask=np.broadcast_to(shifts, (len(q), len(k))) + 0.5)
     np.testing.assert_allclose(w_s, w, atol=1e-12)

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from attncli.cli import emit as common
+from attncli.output.blocks import ColumnBlocks
 from attncli.output.colours import are_shares, mix, parse_hex, percentages, row_colours, to_hex
-from attncli.output.render import ColumnBlocks
 
 KEYS = ("#fef0d9", "#fdcc8a", "#fc8d59", "#d7301f", "#f6eff7", "#bdc9e1", "#67a9cf", "#02818a")
 
@@ -39,8 +39,7 @@ def test_wide_terminal_shows_one_block(attn, samples):
 
 def test_wide_values_wrap_too(attn, tmp_path):
     rng = np.random.default_rng(0)
-    np.savez(tmp_path / "b.npz", q=rng.normal(size=(2, 4)), k=rng.normal(size=(3, 4)),
-             v=rng.normal(size=(3, 30)))
+    np.savez(tmp_path / "b.npz", q=rng.normal(size=(2, 4)), k=rng.normal(size=(3, 4)), v=rng.normal(size=(3, 30)))
     text = table(attn, "run", tmp_path / "b.npz", columns=80)
     assert "…" not in text and "d29" in text and "columns 1–" in text
 
@@ -77,7 +76,8 @@ def test_no_color_is_respected(attn, samples, monkeypatch):
 def test_rgb_bundle_rows_are_colours(attn, tmp_path):
     (tmp_path / "b.yaml").write_text(
         "rgb: true\nq: [[255, 0, 0]]\nk: [[255, 0, 0], [0, 0, 255]]\n"
-        "v: {columns: [red, blue], rows: [[1, 0], [0, 1]]}\n")
+        "v: {columns: [red, blue], rows: [[1, 0], [0, 1]]}\n"
+    )
     out, notes = attn.json_and_notes("run", tmp_path / "b.yaml")  # 0–255 without divide: saturated
     assert out["mix"] == [to_hex(np.array(out["weights"][0]) @ [[255, 0, 0], [0, 0, 255]])]
     assert len(notes) == 1 and notes[0].startswith("softmax saturates: query q0 puts 99.9 % or more")

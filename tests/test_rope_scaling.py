@@ -58,8 +58,7 @@ IDS = [f"{name}@{length}" for name, length in AT]
 
 def rope_of(case, offset=None) -> Rope:
     """attn's spelling of the case."""
-    return Rope(case.style, case.theta, case.rope_dim, offset, RopeScaling(REFS.kind(case), **case.attn),
-                case.features)
+    return Rope(case.style, case.theta, case.rope_dim, offset, RopeScaling(REFS.kind(case), **case.attn), case.features)
 
 
 def pinned(name, length, what):
@@ -211,8 +210,9 @@ GRAD_CASES = list(CASES)  # grad.py turns RoPE back through positions.rotate_bac
 def test_grad_against_independent_float64(name):
     (q, k, v, dout), (turn_q, turn_k), rope = problem(name, heads=1)
     grads = attention_grad(q, k, v, dout, AttentionOptions(rope=rope, causal="bottom-right"))
-    for got, want in zip((grads.dq, grads.dk, grads.dv),
-                         _independent_grads(q, k, v, dout, turn_q, turn_k, "bottom-right"), strict=True):
+    for got, want in zip(
+        (grads.dq, grads.dk, grads.dv), _independent_grads(q, k, v, dout, turn_q, turn_k, "bottom-right"), strict=True
+    ):
         np.testing.assert_allclose(got, want, rtol=0, atol=float64_atol(name, q, k, v, dout, want))
 
 
@@ -231,8 +231,9 @@ def test_rotate_without_a_length_refuses_the_scalings_that_need_one():
     x = np.ones((3, 64))
     with pytest.raises(ValueError, match="rotate needs the sequence length for dynamic rope scaling"):
         rotate(x, np.arange(3), rope_of(CASES["dynamic"]))
-    np.testing.assert_array_equal(rotate(x, np.arange(3), rope_of(CASES["gpt-oss"])),
-                                  rotate(x, np.arange(3), rope_of(CASES["gpt-oss"]), 100_000))
+    np.testing.assert_array_equal(
+        rotate(x, np.arange(3), rope_of(CASES["gpt-oss"])), rotate(x, np.arange(3), rope_of(CASES["gpt-oss"]), 100_000)
+    )
 
 
 def test_dynamic_and_longrope_follow_the_longest_position():
@@ -247,8 +248,10 @@ def test_dynamic_and_longrope_follow_the_longest_position():
         steps = attention_steps(q, k, k, rope=replace(dynamic, offset=offset))
         inv_freq, _ = rope_frequencies(dynamic, 64, length)
         want = k.copy()
-        want[2, :32], want[2, 32:] = (np.cos(2 * inv_freq) - np.sin(2 * inv_freq),
-                                      np.cos(2 * inv_freq) + np.sin(2 * inv_freq))
+        want[2, :32], want[2, 32:] = (
+            np.cos(2 * inv_freq) - np.sin(2 * inv_freq),
+            np.cos(2 * inv_freq) + np.sin(2 * inv_freq),
+        )
         np.testing.assert_allclose(steps.rotated[1][2], want[2], rtol=0, atol=1e-15)
 
 
@@ -293,56 +296,99 @@ def test_no_scaling_is_unchanged():
 LLAMA3 = dict(factor=8, original_max_position_embeddings=8192, low_freq_factor=1, high_freq_factor=4)
 ERRORS = [
     (dict(kind="ntk"), "unknown rope scaling kind 'ntk' (use linear, dynamic, llama3, yarn or longrope)"),
-    (dict(kind="linear"),
-     "linear rope scaling needs factor "
-     "(how many times the context is stretched, e.g. 8 for Llama 3.1, 32 for gpt-oss)"),
-    (dict(kind="yarn", factor=32),
-     "yarn rope scaling needs original_max_position_embeddings "
-     "(the context length the model was trained at, e.g. 8192 for Llama 3.1)"),
-    (dict(kind="llama3", factor=8, original_max_position_embeddings=8192, high_freq_factor=4),
-     "llama3 rope scaling needs low_freq_factor (Llama 3.1 uses 1)"),
-    (dict(kind="longrope", original_max_position_embeddings=4096, long_factor=[1.0]),
-     "longrope rope scaling needs short_factor (one number per rotated pair, as in the config's rope_scaling)"),
-    (dict(kind="linear", factor=2, beta_fast=16),
-     "beta_fast does not apply to linear rope scaling (linear takes factor)"),
-    (dict(kind="dynamic", factor=2, original_max_position_embeddings=2048, attention_factor=1.1),
-     "attention_factor does not apply to dynamic rope scaling "
-     "(dynamic takes factor, original_max_position_embeddings)"),
+    (
+        dict(kind="linear"),
+        "linear rope scaling needs factor "
+        "(how many times the context is stretched, e.g. 8 for Llama 3.1, 32 for gpt-oss)",
+    ),
+    (
+        dict(kind="yarn", factor=32),
+        "yarn rope scaling needs original_max_position_embeddings "
+        "(the context length the model was trained at, e.g. 8192 for Llama 3.1)",
+    ),
+    (
+        dict(kind="llama3", factor=8, original_max_position_embeddings=8192, high_freq_factor=4),
+        "llama3 rope scaling needs low_freq_factor (Llama 3.1 uses 1)",
+    ),
+    (
+        dict(kind="longrope", original_max_position_embeddings=4096, long_factor=[1.0]),
+        "longrope rope scaling needs short_factor (one number per rotated pair, as in the config's rope_scaling)",
+    ),
+    (
+        dict(kind="linear", factor=2, beta_fast=16),
+        "beta_fast does not apply to linear rope scaling (linear takes factor)",
+    ),
+    (
+        dict(kind="dynamic", factor=2, original_max_position_embeddings=2048, attention_factor=1.1),
+        "attention_factor does not apply to dynamic rope scaling "
+        "(dynamic takes factor, original_max_position_embeddings)",
+    ),
     (dict(kind="linear", factor=0), "rope scaling's factor must be a positive finite number, got 0"),
     (dict(kind="linear", factor="8"), "rope scaling's factor must be a positive finite number, got '8'"),
     (dict(kind="linear", factor=math.inf), "rope scaling's factor must be a positive finite number, got inf"),
-    (dict(kind="yarn", factor=4, original_max_position_embeddings=4096, beta_fast=-1),
-     "rope scaling's beta_fast must be a positive finite number, got -1"),
-    (dict(kind="yarn", factor=4, original_max_position_embeddings=4096, attention_factor=0.0),
-     "rope scaling's attention_factor must be a positive finite number, got 0.0"),
-    (dict(kind="yarn", factor=4, original_max_position_embeddings=4096.5),
-     "rope scaling's original_max_position_embeddings must be a positive whole number, got 4096.5"),
-    (dict(kind="dynamic", factor=2, original_max_position_embeddings=0),
-     "rope scaling's original_max_position_embeddings must be a positive whole number, got 0"),
-    (dict(kind="yarn", factor=40, original_max_position_embeddings=4096, mscale=-0.5, mscale_all_dim=1.0),
-     "rope scaling's mscale must be a finite number ≥ 0, got -0.5"),
-    (dict(kind="yarn", factor=40, original_max_position_embeddings=4096, truncate="no"),
-     "rope scaling's truncate must be true or false, got 'no'"),
-    (dict(kind="longrope", original_max_position_embeddings=4096, factor=32, short_factor=2.0, long_factor=[1.0]),
-     "rope scaling's short_factor must be a list of numbers, got 2.0 "
-     "(one number per rotated pair, as in the config's rope_scaling)"),
-    (dict(kind="longrope", original_max_position_embeddings=4096, factor=32, short_factor=[1.0], long_factor=[0.0]),
-     "rope scaling's long_factor must be a list of positive finite numbers "
-     "(one number per rotated pair, as in the config's rope_scaling)"),
-    (dict(kind="llama3", **{**LLAMA3, "high_freq_factor": 1}),
-     "llama3 rope scaling's high_freq_factor (1) must be greater than its low_freq_factor (1) "
-     "(Llama 3.1 uses 4 and 1)"),
-    (dict(kind="yarn", factor=4, original_max_position_embeddings=4096, beta_fast=0.5),
-     "yarn rope scaling's beta_fast (0.5) must be at least its beta_slow (1) (the defaults are 32 and 1)"),
-    (dict(kind="longrope", original_max_position_embeddings=4096, short_factor=[1.0], long_factor=[1.0]),
-     "longrope rope scaling needs factor or attention_factor (factor is max_position_embeddings / "
-     "original_max_position_embeddings, e.g. 131072 / 4096 = 32 for Phi-3)"),
-    (dict(kind="longrope", original_max_position_embeddings=1, factor=4, short_factor=[1.0], long_factor=[1.0]),
-     "longrope rope scaling's original_max_position_embeddings must be at least 2 for its attention factor, "
-     "√(1 + ln factor / ln original_max_position_embeddings) (or give attention_factor)"),
-    (dict(kind="longrope", original_max_position_embeddings=4096, factor=32, short_factor=[1.0, 1.0],
-          long_factor=[1.0]),
-     "longrope rope scaling's short_factor has 2 numbers but its long_factor has 1 (one of each per rotated pair)"),
+    (
+        dict(kind="yarn", factor=4, original_max_position_embeddings=4096, beta_fast=-1),
+        "rope scaling's beta_fast must be a positive finite number, got -1",
+    ),
+    (
+        dict(kind="yarn", factor=4, original_max_position_embeddings=4096, attention_factor=0.0),
+        "rope scaling's attention_factor must be a positive finite number, got 0.0",
+    ),
+    (
+        dict(kind="yarn", factor=4, original_max_position_embeddings=4096.5),
+        "rope scaling's original_max_position_embeddings must be a positive whole number, got 4096.5",
+    ),
+    (
+        dict(kind="dynamic", factor=2, original_max_position_embeddings=0),
+        "rope scaling's original_max_position_embeddings must be a positive whole number, got 0",
+    ),
+    (
+        dict(kind="yarn", factor=40, original_max_position_embeddings=4096, mscale=-0.5, mscale_all_dim=1.0),
+        "rope scaling's mscale must be a finite number ≥ 0, got -0.5",
+    ),
+    (
+        dict(kind="yarn", factor=40, original_max_position_embeddings=4096, truncate="no"),
+        "rope scaling's truncate must be true or false, got 'no'",
+    ),
+    (
+        dict(kind="longrope", original_max_position_embeddings=4096, factor=32, short_factor=2.0, long_factor=[1.0]),
+        "rope scaling's short_factor must be a list of numbers, got 2.0 "
+        "(one number per rotated pair, as in the config's rope_scaling)",
+    ),
+    (
+        dict(kind="longrope", original_max_position_embeddings=4096, factor=32, short_factor=[1.0], long_factor=[0.0]),
+        "rope scaling's long_factor must be a list of positive finite numbers "
+        "(one number per rotated pair, as in the config's rope_scaling)",
+    ),
+    (
+        dict(kind="llama3", **{**LLAMA3, "high_freq_factor": 1}),
+        "llama3 rope scaling's high_freq_factor (1) must be greater than its low_freq_factor (1) "
+        "(Llama 3.1 uses 4 and 1)",
+    ),
+    (
+        dict(kind="yarn", factor=4, original_max_position_embeddings=4096, beta_fast=0.5),
+        "yarn rope scaling's beta_fast (0.5) must be at least its beta_slow (1) (the defaults are 32 and 1)",
+    ),
+    (
+        dict(kind="longrope", original_max_position_embeddings=4096, short_factor=[1.0], long_factor=[1.0]),
+        "longrope rope scaling needs factor or attention_factor (factor is max_position_embeddings / "
+        "original_max_position_embeddings, e.g. 131072 / 4096 = 32 for Phi-3)",
+    ),
+    (
+        dict(kind="longrope", original_max_position_embeddings=1, factor=4, short_factor=[1.0], long_factor=[1.0]),
+        "longrope rope scaling's original_max_position_embeddings must be at least 2 for its attention factor, "
+        "√(1 + ln factor / ln original_max_position_embeddings) (or give attention_factor)",
+    ),
+    (
+        dict(
+            kind="longrope",
+            original_max_position_embeddings=4096,
+            factor=32,
+            short_factor=[1.0, 1.0],
+            long_factor=[1.0],
+        ),
+        "longrope rope scaling's short_factor has 2 numbers but its long_factor has 1 (one of each per rotated pair)",
+    ),
 ]
 
 
@@ -355,12 +401,21 @@ def test_rope_scaling_errors(settings, message):
 
 
 ROPE_ERRORS = [
-    (lambda: Rope(scaling={"rope_type": "linear", "factor": 2}), UsageError,
-     "rope scaling must be a RopeScaling, not dict (Rope(scaling=RopeScaling('linear', factor=2)))"),
-    (lambda: Rope(dim=4, features="middle"), UsageError,
-     "unknown rope features 'middle' (use first or last (DeepSeek rotates the last qk_rope_head_dim))"),
-    (lambda: Rope(theta=1.0, scaling=RopeScaling("yarn", factor=4, original_max_position_embeddings=64)), UsageError,
-     "yarn rope scaling needs a rope theta other than 1 (it divides by ln theta to find the pairs to interpolate)"),
+    (
+        lambda: Rope(scaling={"rope_type": "linear", "factor": 2}),
+        UsageError,
+        "rope scaling must be a RopeScaling, not dict (Rope(scaling=RopeScaling('linear', factor=2)))",
+    ),
+    (
+        lambda: Rope(dim=4, features="middle"),
+        UsageError,
+        "unknown rope features 'middle' (use first or last (DeepSeek rotates the last qk_rope_head_dim))",
+    ),
+    (
+        lambda: Rope(theta=1.0, scaling=RopeScaling("yarn", factor=4, original_max_position_embeddings=64)),
+        UsageError,
+        "yarn rope scaling needs a rope theta other than 1 (it divides by ln theta to find the pairs to interpolate)",
+    ),
 ]
 
 
@@ -373,13 +428,15 @@ def test_rope_errors(make, error, message):
 
 def test_errors_that_depend_on_the_inputs():
     q = np.ones((3, 8))
-    longrope = RopeScaling("longrope", original_max_position_embeddings=4, factor=8, short_factor=[1.0] * 3,
-                           long_factor=[2.0] * 3)
+    longrope = RopeScaling(
+        "longrope", original_max_position_embeddings=4, factor=8, short_factor=[1.0] * 3, long_factor=[2.0] * 3
+    )
     with pytest.raises(ShapeError) as caught:
         attention(q, q, q, rope=Rope(scaling=longrope))
     assert str(caught.value) == "longrope rope scaling has 3 factors for a rope dim of 8 (give one per rotated pair: 4)"
     dynamic = RopeScaling("dynamic", factor=2, original_max_position_embeddings=4)
     with pytest.raises(ShapeError) as caught:
         attention(q, q, q, rope=Rope(dim=2, scaling=dynamic))
-    assert str(caught.value) == ("dynamic rope scaling needs a rope dim of at least 4, got 2 "
-                                 "(it raises theta to the power dim / (dim - 2))")
+    assert str(caught.value) == (
+        "dynamic rope scaling needs a rope dim of at least 4, got 2 (it raises theta to the power dim / (dim - 2))"
+    )

@@ -97,8 +97,9 @@ def test_table_view_shows_labels_header_and_outputs(attn, samples):
 
 
 def test_table_precision_and_masked_cells(attn, samples):
-    result = attn("run", samples / "q.csv", samples / "k.csv", samples / "v.csv",
-                  "-f", "table", "--causal", "--precision", "5")
+    result = attn(
+        "run", samples / "q.csv", samples / "k.csv", samples / "v.csv", "-f", "table", "--causal", "--precision", "5"
+    )
     assert "1.00000" in result.stdout and "–" in result.stdout
     assert "causal (top-left) · 2 of 3 pairs masked" in result.stdout
 
@@ -193,7 +194,10 @@ def test_module_entry_point_and_closed_pipe(samples, tmp_path):
     np.savez(big, q=rng.normal(size=(3000, 8)), k=rng.normal(size=(50, 8)), v=rng.normal(size=(50, 8)))
     proc = subprocess.run(
         f"{sys.executable} -m attncli run {big} -f csv | head -1",
-        shell=True, capture_output=True, text=True, timeout=60,
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert proc.returncode == 0
     assert proc.stderr == ""
@@ -207,7 +211,10 @@ def test_ctrl_c_ends_quietly_with_130(samples):
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "attncli", "run", "-", str(samples / "k.csv"), str(samples / "v.csv")],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
     time.sleep(1.0)  # let it start and block on stdin
     proc.send_signal(signal.SIGINT)
@@ -224,8 +231,10 @@ def test_a_bug_is_one_line_and_exit_70(attn, samples, monkeypatch):
         raise KeyError("boom")
 
     monkeypatch.setattr(run, "every_step", broken)
-    assert attn.fails("run", samples / "colors.yaml", code=70) == \
-        "internal error: KeyError: 'boom' (a bug in attn: ATTN_DEBUG=1 shows where; please report it)"
+    assert (
+        attn.fails("run", samples / "colors.yaml", code=70)
+        == "internal error: KeyError: 'boom' (a bug in attn: ATTN_DEBUG=1 shows where; please report it)"
+    )
     result = attn("run", samples / "colors.yaml", env={"ATTN_DEBUG": "1"})
     assert isinstance(result.exception, KeyError)
 
@@ -234,8 +243,15 @@ def test_byte_string_labels_read_as_text_everywhere(attn, tmp_path):
     """An NPZ bundle whose labels are byte strings (dtype S, as h5py and older
     numpy code write them): JSON, CSV headers and tables show 'apple', never
     "b'apple'"."""
-    np.savez(tmp_path / "b.npz", q=np.eye(2), k=np.eye(2), v=np.eye(2), q_labels=np.array([b"apple", b"p\xc3\xa9ar"]),
-             k_labels=np.array([b"fruit", b"tree"]), v_columns=np.array([b"red", b"green"]))
+    np.savez(
+        tmp_path / "b.npz",
+        q=np.eye(2),
+        k=np.eye(2),
+        v=np.eye(2),
+        q_labels=np.array([b"apple", b"p\xc3\xa9ar"]),
+        k_labels=np.array([b"fruit", b"tree"]),
+        v_columns=np.array([b"red", b"green"]),
+    )
     out = attn.json("run", tmp_path / "b.npz")
     assert (out["queries"], out["keys"], out["columns"]) == (["apple", "péar"], ["fruit", "tree"], ["red", "green"])
     csv = attn("run", tmp_path / "b.npz", "-f", "csv", "--labels")

@@ -16,24 +16,30 @@ from attncli.readers import TextSettings
 @pytest.fixture
 def npy_problem(tmp_path):
     rng = np.random.default_rng(0)
-    arrays = {"q": rng.standard_normal((37, 5)), "k": rng.standard_normal((23, 5)),
-              "v": rng.standard_normal((23, 4))}
+    arrays = {"q": rng.standard_normal((37, 5)), "k": rng.standard_normal((23, 5)), "v": rng.standard_normal((23, 4))}
     for name, a in arrays.items():
         np.save(tmp_path / f"{name}.npy", a.astype(np.float32))
     return [tmp_path / f"{n}.npy" for n in "qkv"]
 
 
-@pytest.mark.parametrize("options", [[], ["--causal-align", "bottom-right", "--temperature", "2"],
-                                     ["--similarity", "cosine", "--scale", "3"]])
+@pytest.mark.parametrize(
+    "options",
+    [[], ["--causal-align", "bottom-right", "--temperature", "2"], ["--similarity", "cosine", "--scale", "3"]],
+)
 def test_emit_output_matches_the_json_output(attn, npy_problem, tmp_path, options):
     full, notes = attn.json_and_notes("run", *npy_problem, "-f", "json", *options)
     result = attn("run", *npy_problem, "-f", "npy", *options)
     assert result.exit_code == 0, result.output
     # bottom-right with 37 queries over 23 keys: the first 14 see nothing, said the same by either path
     assert result.stderr == "".join(f"attn: note: {n}\n" for n in notes)
-    assert ("bottom-right" in options) == (notes == ["queries q0, q1, q2, q3, q4, … (14 in all) may attend to no "
-                                                     "key (causal bottom-right forbids every key): their weights "
-                                                     "and outputs are 0"])
+    assert ("bottom-right" in options) == (
+        notes
+        == [
+            "queries q0, q1, q2, q3, q4, … (14 in all) may attend to no "
+            "key (causal bottom-right forbids every key): their weights "
+            "and outputs are 0"
+        ]
+    )
     out = np.load(io.BytesIO(result.stdout_bytes))
     assert out.dtype == np.float32
     np.testing.assert_allclose(out, np.array(full["output"], np.float32), rtol=1e-5, atol=1e-6)
@@ -66,13 +72,15 @@ def test_unmappable_npy_reports_as_before(attn, tmp_path):
     np.save(good, np.ones((1, 2)))
     assert attn.fails("run", tmp_path / "x.npy", good, good).endswith(
         "x.npy: holds Python objects (pickled data), which attn never loads "
-        "(save a float array: np.save(f, a.astype(float)))")
+        "(save a float array: np.save(f, a.astype(float)))"
+    )
     message = attn.fails("run", tmp_path / "n.npy", good, good)
     assert message.endswith("n.npy: row 1, column 2: nan is not a finite number")
     (tmp_path / "t.npy").write_bytes(good.read_bytes()[:-5])
     assert attn.fails("run", tmp_path / "t.npy", good, good).endswith(
         "t.npy: its NPY header declares 1×2 float64 values (16 bytes), but 11 bytes of data follow it "
-        "(the file is truncated or damaged)")
+        "(the file is truncated or damaged)"
+    )
 
 
 def test_writers_stream_in_blocks(monkeypatch):

@@ -46,7 +46,8 @@ CASES = {
     "self, 3 heads, W_O and biases": dict(problem=dict(d_attn=6, d_v=9, d_out=4, biases=True), heads=3),
     "self, 2 heads, biases, no W_O": dict(problem=dict(biases=True), heads=2),
     "cross, n_z≠n_x, d_z≠d_x, 2 heads, W_O and biases": dict(
-        problem=dict(n_x=3, d_x=4, n_z=5, d_z=7, d_attn=8, d_v=6, d_out=3, biases=True), heads=2),
+        problem=dict(n_x=3, d_x=4, n_z=5, d_z=7, d_attn=8, d_v=6, d_out=3, biases=True), heads=2
+    ),
     "cross, no W_O, no biases": dict(problem=dict(n_x=2, d_x=3, n_z=6, d_z=5, d_attn=4, d_v=2), heads=2),
     "self, causal, 2 heads, W_O": dict(problem=dict(d_out=5, biases=True), heads=2, causal=True),
     "cross, causal, n_q < n_k": dict(problem=dict(n_x=3, n_z=5, d_z=4), heads=3, causal=True),
@@ -77,8 +78,17 @@ def test_the_maths_alone_matches_the_reference():
 
     p = problem(n_x=3, d_x=4, n_z=5, d_z=7, d_attn=8, d_v=6, d_out=3, biases=True)
     output, weights = multi_head_attention(
-        p["x"], p["wq"], p["wk"], p["wv"], context=p["z"], w_o=p["wo"],
-        b_q=p["bq"], b_k=p["bk"], b_v=p["bv"], b_o=p["bo"], n_head=2,
+        p["x"],
+        p["wq"],
+        p["wk"],
+        p["wv"],
+        context=p["z"],
+        w_o=p["wo"],
+        b_q=p["bq"],
+        b_k=p["bk"],
+        b_v=p["bv"],
+        b_o=p["bo"],
+        n_head=2,
     )
     ref_weights, ref_output = reference(**p, heads=2)
     assert np.abs(weights - ref_weights).max() < TOL and np.abs(output - ref_output).max() < TOL
@@ -102,12 +112,25 @@ def test_matches_torch_multihead_attention(attn, tmp_path):
     rng = np.random.default_rng(1)
     x, z = rng.normal(size=(n_x, e)), rng.normal(size=(n_z, e))
     with torch.no_grad():
-        output, weights = mha(torch.tensor(x)[None], torch.tensor(z)[None], torch.tensor(z)[None],
-                              need_weights=True, average_attn_weights=False)
+        output, weights = mha(
+            torch.tensor(x)[None],
+            torch.tensor(z)[None],
+            torch.tensor(z)[None],
+            need_weights=True,
+            average_attn_weights=False,
+        )
     # torch computes x Wᵀ + b: its weights are the transpose of ours.
     w_in, b_in = mha.in_proj_weight.detach().numpy(), mha.in_proj_bias.detach().numpy()
-    p = dict(wq=w_in[:e].T, wk=w_in[e:2 * e].T, wv=w_in[2 * e:].T, wo=mha.out_proj.weight.detach().numpy().T,
-             bq=b_in[:e], bk=b_in[e:2 * e], bv=b_in[2 * e:], bo=mha.out_proj.bias.detach().numpy())
+    p = dict(
+        wq=w_in[:e].T,
+        wk=w_in[e : 2 * e].T,
+        wv=w_in[2 * e :].T,
+        wo=mha.out_proj.weight.detach().numpy().T,
+        bq=b_in[:e],
+        bk=b_in[e : 2 * e],
+        bv=b_in[2 * e :],
+        bo=mha.out_proj.bias.detach().numpy(),
+    )
     args = save(tmp_path, x=x, z=z, **p)
     out = attn.json("self", tmp_path / "x.npy", "--context", tmp_path / "z.npy", *args, "--heads", heads)
     np.testing.assert_allclose(out["weights"], weights[0].numpy(), rtol=0, atol=TOL)
@@ -132,7 +155,8 @@ def test_bundle_holds_everything(attn, tmp_path):
 def test_yaml_bundle_and_labelled_matrix(attn, tmp_path):
     (tmp_path / "b.yaml").write_text(
         "description: two tokens\nx: {cat: [1, 0], sat: [0, 1]}\nwq: [[1, 0], [0, 1]]\n"
-        "wk: [[2, 0], [0, 2]]\nwv: [[1, 2], [3, 4]]\nbv: [0.5, -0.5]\n")
+        "wk: [[2, 0], [0, 2]]\nwv: [[1, 2], [3, 4]]\nbv: [0.5, -0.5]\n"
+    )
     out = attn.json("self", tmp_path / "b.yaml")
     x, w = np.eye(2), {"wq": np.eye(2), "wk": 2 * np.eye(2), "wv": np.array([[1, 2], [3, 4]])}
     weights, output = reference(x, **w, bv=np.array([0.5, -0.5]))
@@ -147,9 +171,14 @@ def test_yaml_bundle_and_labelled_matrix(attn, tmp_path):
 def test_three_spaces_sample(attn, samples):
     out = attn.json("self", samples / "three_spaces.yaml")
     x = np.array([[1.0, 0.2, -0.5], [0.1, 0.9, 0.3], [-0.4, 0.3, 1.2]])
-    p = dict(wq=np.array([[2.0, 0.0], [0.0, 2.0], [1.0, -1.0]]), wk=np.array([[1.0, 2.0], [2.0, 0.0], [0.0, 2.0]]),
-             wv=np.array([[1, 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, -1]]),
-             bq=np.array([0.1, 0.0]), bk=np.array([0.0, 0.1]), bv=np.array([0, 0, 0, 0.5]))
+    p = dict(
+        wq=np.array([[2.0, 0.0], [0.0, 2.0], [1.0, -1.0]]),
+        wk=np.array([[1.0, 2.0], [2.0, 0.0], [0.0, 2.0]]),
+        wv=np.array([[1, 0, 0, 1], [0, 1, 0, 1], [0, 0, 1, -1]]),
+        bq=np.array([0.1, 0.0]),
+        bk=np.array([0.0, 0.1]),
+        bv=np.array([0, 0, 0, 0.5]),
+    )
     weights, output = reference(x, **p)
     np.testing.assert_allclose(out["weights"], weights, rtol=0, atol=TOL)
     np.testing.assert_allclose(out["output"], output, rtol=0, atol=TOL)
@@ -172,8 +201,17 @@ def test_column_convention_gives_the_same_numbers(attn, tmp_path):
 def test_mask_applies_to_every_head(attn, tmp_path):
     p = problem(n_x=3, n_z=4, d_z=5)
     (tmp_path / "m.csv").write_text("1,1,0,0\n0,1,1,0\n1,1,1,1\n")
-    out = attn.json("self", tmp_path / "x.npy", "--context", tmp_path / "z.npy", *save(tmp_path, **p),
-                    "--heads", 2, "--mask", tmp_path / "m.csv")
+    out = attn.json(
+        "self",
+        tmp_path / "x.npy",
+        "--context",
+        tmp_path / "z.npy",
+        *save(tmp_path, **p),
+        "--heads",
+        2,
+        "--mask",
+        tmp_path / "m.csv",
+    )
     weights = np.array(out["weights"])
     assert (weights[:, 0, 2:] == 0).all() and (weights[:, 1, [0, 3]] == 0).all()
     np.testing.assert_allclose(weights.sum(-1), 1, atol=TOL)
@@ -192,8 +230,9 @@ def test_sentence_out_of_the_box_matches_the_reference(attn):
     assert (out["d_in"], out["d_attn"], out["d_out"], out["heads"]) == (50, 50, 50, 2)
     # The documented recipe: W_Q, W_K, W_V are streams 0, 1, 2 of SeedSequence(seed), N(0, 1/d_in).
     x = load_default().lookup(words).astype(np.float64)
-    wq, wk, wv = (np.random.default_rng(s).normal(0, 1 / math.sqrt(50), size=(50, 50))
-                  for s in np.random.SeedSequence(0).spawn(3))
+    wq, wk, wv = (
+        np.random.default_rng(s).normal(0, 1 / math.sqrt(50), size=(50, 50)) for s in np.random.SeedSequence(0).spawn(3)
+    )
     weights, output = reference(x, wq, wk, wv, heads=2)
     np.testing.assert_allclose(out["weights"], weights, rtol=0, atol=TOL)
     np.testing.assert_allclose(out["output"], output, rtol=0, atol=TOL)
@@ -220,15 +259,28 @@ def test_a_given_weight_leaves_the_random_ones_unchanged(attn, tmp_path):
 
 def test_cross_attention_between_sentences_and_own_vectors(attn, tmp_path):
     (tmp_path / "vec.txt").write_text("cat 1 0 0\nsat 0 1 0\nmat 0 0 1\nthe 1 1 1\n")
-    out = attn.json("self", "the cat", "--context", "cat sat mat", "--vectors", tmp_path / "vec.txt",
-                    "--d-attn", 4, "--d-out", 2)
+    out = attn.json(
+        "self", "the cat", "--context", "cat sat mat", "--vectors", tmp_path / "vec.txt", "--d-attn", 4, "--d-out", 2
+    )
     assert out["queries"] == ["the", "cat"] and out["keys"] == ["cat", "sat", "mat"]
     assert (out["d_in"], out["d_z"], out["d_attn"], out["d_out"]) == (3, 3, 4, 2)
     assert np.array(out["weights"]).shape == (1, 2, 3)
     np.save(tmp_path / "vec.npy", np.array([[1, 0, 0], [0, 1, 0], [0, 0, 1], [1, 1, 1]], dtype=np.float32))
     (tmp_path / "words.txt").write_text("cat\nsat\nmat\nthe\n")
-    same = attn.json("self", "the cat", "--context", "cat sat mat", "--vectors", tmp_path / "vec.npy",
-                     "--words", tmp_path / "words.txt", "--d-attn", 4, "--d-out", 2)
+    same = attn.json(
+        "self",
+        "the cat",
+        "--context",
+        "cat sat mat",
+        "--vectors",
+        tmp_path / "vec.npy",
+        "--words",
+        tmp_path / "words.txt",
+        "--d-attn",
+        4,
+        "--d-out",
+        2,
+    )
     assert same == out
 
 
@@ -244,8 +296,9 @@ def test_table_view(attn, tmp_path):
     one = attn("self", "she made her uncle tea", "--heads", 2, "--head", 1, "-f", "table").stdout
     assert "head 1 of 2" in one and "head 0 of 2" not in one
     p = problem(n_x=2, n_z=3, d_z=4, d_out=2, biases=True)
-    crossed = attn("self", tmp_path / "x.npy", "-c", tmp_path / "z.npy", *save(tmp_path, **p), "--causal",
-                   "-f", "table").stdout
+    crossed = attn(
+        "self", tmp_path / "x.npy", "-c", tmp_path / "z.npy", *save(tmp_path, **p), "--causal", "-f", "table"
+    ).stdout
     assert "cross-attention X 2×6 over Z 3×4 → output 2×2" in crossed
     assert "d_v 6 · d_out 2" in crossed and "no random weights" in crossed and "causal (top-left)" in crossed
     assert "output = concat(heads) · W_O + b_o" in crossed
@@ -291,8 +344,16 @@ def files(tmp_path):
     """x 3×4, z 5×7 and weights that chain, plus a few that do not."""
     p = problem(n_x=3, d_x=4, n_z=5, d_z=7, d_attn=6, d_v=6, d_out=2)
     save(tmp_path, **p)
-    bad = {"w56": np.ones((5, 6)), "w48": np.ones((4, 8)), "w44": np.ones((4, 4)), "w45": np.ones((4, 5)),
-           "w32": np.ones((3, 2)), "b5": np.ones(5), "b23": np.ones((2, 3)), "b2": np.ones(2)}
+    bad = {
+        "w56": np.ones((5, 6)),
+        "w48": np.ones((4, 8)),
+        "w44": np.ones((4, 4)),
+        "w45": np.ones((4, 5)),
+        "w32": np.ones((3, 2)),
+        "b5": np.ones(5),
+        "b23": np.ones((2, 3)),
+        "b2": np.ones(2),
+    }
     save(tmp_path, **bad)
     return {name: tmp_path / f"{name}.npy" for name in [*p, *bad]}
 
@@ -303,19 +364,30 @@ def test_shape_errors_name_both_shapes(attn, files):
         (["--wq", f["w56"]], "X is 3×4 but W_Q is 5×6 (W_Q needs 4 rows, one per column of X)"),
         (["--context", f["z"], "--wk", f["w56"]], "Z is 5×7 but W_K is 5×6 (W_K needs 7 rows, one per column of Z)"),
         (["--context", f["z"], "--wv", f["w45"]], "Z is 5×7 but W_V is 4×5 (W_V needs 7 rows, one per column of Z)"),
-        (["--wq", f["w45"], "--wk", f["w44"]],
-         "W_Q is 4×5 but W_K is 4×4 (W_Q and W_K need the same number of columns, d_attn)"),
+        (
+            ["--wq", f["w45"], "--wk", f["w44"]],
+            "W_Q is 4×5 but W_K is 4×4 (W_Q and W_K need the same number of columns, d_attn)",
+        ),
         (["--wv", f["w44"], "--wo", f["w32"]], "W_V is 4×4 but W_O is 3×2 (W_O needs 4 rows, one per column of W_V)"),
         (["--wq", f["w48"], "--bq", f["b5"]], "b_q has 5 numbers but W_Q is 4×8 (one per column of W_Q)"),
         (["--bv", f["b23"]], "b_v must be a vector (one row or one column of numbers), got shape 2×3"),
         (["--bo", f["b2"]], "b_o is given but W_O is not (b_o is added after the output projection W_O)"),
-        (["--wq", f["w45"], "--wk", f["w45"], "--heads", 2],
-         "W_Q is 4×5: d_attn = 5 does not split into 2 heads (the number of heads must divide d_attn)"),
-        (["--wv", f["w45"], "--heads", 2],
-         "W_V is 4×5: d_v = 5 does not split into 2 heads (the number of heads must divide d_v)"),
+        (
+            ["--wq", f["w45"], "--wk", f["w45"], "--heads", 2],
+            "W_Q is 4×5: d_attn = 5 does not split into 2 heads (the number of heads must divide d_attn)",
+        ),
+        (
+            ["--wv", f["w45"], "--heads", 2],
+            "W_V is 4×5: d_v = 5 does not split into 2 heads (the number of heads must divide d_v)",
+        ),
         (["--heads", 3], "W_Q is 4×4: d_attn = 4 does not split into 3 heads (the number of heads must divide d_attn)"),
-        (["--mask", f["w44"]], ("the mask is 4×4 but each head's weights are 3×3 (queries × keys) "
-                                "(give a 3×3 mask, or 1×3 for every query)")),
+        (
+            ["--mask", f["w44"]],
+            (
+                "the mask is 4×4 but each head's weights are 3×3 (queries × keys) "
+                "(give a 3×3 mask, or 1×3 for every query)"
+            ),
+        ),
     ]
     for extra, message in cases:
         assert attn.fails("self", f["x"], *extra) == message, extra
@@ -335,27 +407,37 @@ def test_bad_files(attn, files, tmp_path):
     (tmp_path / "b.yaml").write_text("x: [[1, 2]]\nwz: [[1, 2]]\n")
     assert attn.fails("self", tmp_path / "b.yaml") == (
         f"{tmp_path}/b.yaml: the bundle has an unexpected entry 'wz' "
-        "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias)")
-    assert attn.fails("self", "the cat", "--vectors", tmp_path / "none.txt") == \
-        f"{tmp_path}/none.txt: no such file"
+        "(a bundle holds x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias)"
+    )
+    assert attn.fails("self", "the cat", "--vectors", tmp_path / "none.txt") == f"{tmp_path}/none.txt: no such file"
     (tmp_path / "empty.txt").write_text("")
     assert attn.fails("self", "the cat", "--vectors", tmp_path / "empty.txt").startswith(
-        f"{tmp_path}/empty.txt: empty file, no word vectors")
+        f"{tmp_path}/empty.txt: empty file, no word vectors"
+    )
     np.save(tmp_path / "huge.npy", np.full((2, 4), 1e308))
     assert attn.fails("self", tmp_path / "huge.npy", "--wq", files["w44"], "--wk", files["w44"]) == (
-        "the projections overflow: X, Z or the W hold numbers too large (scale the inputs down, or pass float64 data)")
+        "the projections overflow: X, Z or the W hold numbers too large (scale the inputs down, or pass float64 data)"
+    )
 
 
 def test_usage_errors_exit_2(attn, files):
     f = files
-    assert attn.fails("self", f["x"], "--heads", 2, "--head", 2, code=2) == \
-        "--head 2 but there are 2 heads (heads are numbered from 0 to 1)"
-    assert attn.fails("self", f["x"], "--wq", f["w45"], "--d-attn", 4, code=2) == \
-        "--d-attn 4 but W_Q is 4×5 (--d-attn sets the width of random projections only)"
-    assert attn.fails("self", f["x"], "--vectors", f["x"], code=2) == \
-        "--vectors turns the words of a sentence into rows, but X and Z are files"
-    assert attn.fails("self", "-", "--wq", "-", input="1,2\n", code=2) == \
-        "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"
+    assert (
+        attn.fails("self", f["x"], "--heads", 2, "--head", 2, code=2)
+        == "--head 2 but there are 2 heads (heads are numbered from 0 to 1)"
+    )
+    assert (
+        attn.fails("self", f["x"], "--wq", f["w45"], "--d-attn", 4, code=2)
+        == "--d-attn 4 but W_Q is 4×5 (--d-attn sets the width of random projections only)"
+    )
+    assert (
+        attn.fails("self", f["x"], "--vectors", f["x"], code=2)
+        == "--vectors turns the words of a sentence into rows, but X and Z are files"
+    )
+    assert (
+        attn.fails("self", "-", "--wq", "-", input="1,2\n", code=2)
+        == "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)"
+    )
     assert attn.fails("self", f["x"], "--heads", 0, code=2).startswith("Invalid value for '--heads' / '-H'")
 
 
@@ -373,11 +455,14 @@ def test_help_has_examples(attn):
     assert "Examples:" in result.stdout and "N(0, 1/d)" in result.stdout and "--columns" in result.stdout
 
 
-@pytest.mark.parametrize("options, scale, temperature", [
-    (["--scale", "1"], 1.0, 1.0),  # seed 001: unscaled scores e_ij = q_i·k_j
-    (["--temperature", "2"], None, 2.0),
-    (["--scale", "0.5", "-t", "0.25"], 0.5, 0.25),
-])
+@pytest.mark.parametrize(
+    "options, scale, temperature",
+    [
+        (["--scale", "1"], 1.0, 1.0),  # seed 001: unscaled scores e_ij = q_i·k_j
+        (["--temperature", "2"], None, 2.0),
+        (["--scale", "0.5", "-t", "0.25"], 0.5, 0.25),
+    ],
+)
 def test_attention_options_apply_to_every_head(attn, tmp_path, options, scale, temperature):
     p = problem(n_x=4, d_x=6, d_attn=6, d_v=6)
     args = save(tmp_path, **{name: p[name] for name in ("wq", "wk", "wv")})
@@ -415,4 +500,5 @@ def test_seed_001s_sentence_with_a_word_the_vectors_lack(attn):
     assert zeroed["q"][0] == [0] * 50 and zeroed["weights"][0][0] == [0.2] * 5  # a zero query: uniform weights
     assert notes == ["unknown word 'Zuko' given a vector of zeros (not in the bundled GloVe 6B 50d table)"]
     assert attn.fails("self", "Zuko", "--unknown", "skip") == (
-        "no word of 'Zuko' is in the bundled GloVe 6B 50d table (--unknown skip left them all out)")
+        "no word of 'Zuko' is in the bundled GloVe 6B 50d table (--unknown skip left them all out)"
+    )

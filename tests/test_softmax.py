@@ -17,14 +17,17 @@ def test_stdin_and_the_extreme_example(attn):
     assert attn.json("softmax", "-", input="30,20,10\n")["weights"] == out["weights"]
 
 
-@pytest.mark.parametrize("args", [
-    ["-1", "-2", "-3"],
-    ["-1,-2,-3"],
-    ["--", "-1", "-2", "-3"],
-    ["-1", "-t", "1", "-2", "-3"],
-    ["-p", "2", "-1", "-2", "-3"],
-    ["-1e0", "-.2e1", "-3."],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["-1", "-2", "-3"],
+        ["-1,-2,-3"],
+        ["--", "-1", "-2", "-3"],
+        ["-1", "-t", "1", "-2", "-3"],
+        ["-p", "2", "-1", "-2", "-3"],
+        ["-1e0", "-.2e1", "-3."],
+    ],
+)
 def test_negative_numbers_are_arguments_not_options(attn, args):
     out = attn.json("softmax", *args)
     assert out["input"] == [-1, -2, -3]
@@ -48,9 +51,16 @@ def test_table_shows_each_step(attn):
     result = attn("softmax", "4.0", "-1.0", "2.1", "-f", "table")
     assert result.exit_code == 0, result.output
     text = result.stdout
-    for part in ("softmax of 3 numbers", "e^(x − 4)", "0.8648", "0.0058", "0.1294", "-1.0000",
-                 "weight = e^(x − max) / Σ e^(x − max), max = 4 (the largest x)",
-                 "Σ e^(x − 4) = 1.1563; the weights sum to 1.0000."):
+    for part in (
+        "softmax of 3 numbers",
+        "e^(x − 4)",
+        "0.8648",
+        "0.0058",
+        "0.1294",
+        "-1.0000",
+        "weight = e^(x − max) / Σ e^(x − max), max = 4 (the largest x)",
+        "Σ e^(x − 4) = 1.1563; the weights sum to 1.0000.",
+    ):
         assert part in text, part
     text = attn("softmax", "2", "4", "-t", "2", "-f", "table").stdout
     assert "x/2" in text and "e^(x/2 − 2)" in text and "temperature 2" in text
@@ -67,16 +77,19 @@ def test_csv_writes_the_weights(attn):
     assert attn("softmax", "0", "0", "-f", "csv").stdout == "0.5,0.5\n"
 
 
-@pytest.mark.parametrize("args, message", [
-    ([], "no numbers given (attn softmax 4.0 -1.0 2.1, or '-' to read them from stdin)"),
-    (["1", "x"], "'x' is not a number"),
-    (["1", "nan"], "nan is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
-    (["inf", "1"], "inf is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
-    ([","], "no numbers given (attn softmax 4.0 -1.0 2.1)"),
-    (["-", "1"], "give numbers or '-' (stdin), not both"),
-    (["1", "-t", "0"], "temperature must be a positive finite number, got 0.0"),
-    (["1", "-t", "-2"], "temperature must be a positive finite number, got -2.0"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ([], "no numbers given (attn softmax 4.0 -1.0 2.1, or '-' to read them from stdin)"),
+        (["1", "x"], "'x' is not a number"),
+        (["1", "nan"], "nan is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
+        (["inf", "1"], "inf is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
+        ([","], "no numbers given (attn softmax 4.0 -1.0 2.1)"),
+        (["-", "1"], "give numbers or '-' (stdin), not both"),
+        (["1", "-t", "0"], "temperature must be a positive finite number, got 0.0"),
+        (["1", "-t", "-2"], "temperature must be a positive finite number, got -2.0"),
+    ],
+)
 def test_usage_errors_exit_2(attn, args, message):
     assert attn.fails("softmax", *args, code=2) == message
 
@@ -86,11 +99,14 @@ def test_click_errors_stay_one_line(attn):
     assert attn.fails("softmax", "1", "-t", code=2).startswith("Option '-t' requires an argument")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "<stdin>: no numbers (expected numbers separated by spaces or commas)"),
-    ("1 2\n3 four\n", "<stdin>:2: 'four' is not a number"),
-    ("1\nnan\n", "<stdin>:2: nan is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "<stdin>: no numbers (expected numbers separated by spaces or commas)"),
+        ("1 2\n3 four\n", "<stdin>:2: 'four' is not a number"),
+        ("1\nnan\n", "<stdin>:2: nan is not allowed (-inf is fine, it gets weight 0; NaN and +inf are not)"),
+    ],
+)
 def test_bad_stdin_exits_1(attn, text, message):
     assert attn.fails("softmax", "-", input=text) == message
 

@@ -63,12 +63,41 @@ def test_bshd_layout_on_read_and_write(attn, tmp_path):
 
 def test_every_variant_on_the_command_line(attn, tmp_path):
     files = save(tmp_path, q=Q, k=K, v=V, sinks=SINKS, slopes=np.array([0.5, 0.25, 1.0, 2.0]))
-    args = ["--rope", "gptj", "--rope-theta", "500", "--rope-dim", "4", "--rope-offset", "1", "--window", "2,1",
-            "--softcap", "3", "--alibi-slopes", files[4], "--sinks", files[3], "--causal-align", "bottom-right",
-            "-t", "1.5"]
+    args = [
+        "--rope",
+        "gptj",
+        "--rope-theta",
+        "500",
+        "--rope-dim",
+        "4",
+        "--rope-offset",
+        "1",
+        "--window",
+        "2,1",
+        "--softcap",
+        "3",
+        "--alibi-slopes",
+        files[4],
+        "--sinks",
+        files[3],
+        "--causal-align",
+        "bottom-right",
+        "-t",
+        "1.5",
+    ]
     out = npy_out(attn, *files[:3], *args)
-    expected, _ = heads_attention(Q, K, V, rope=("gptj", 500.0, 4, 1), window=(2, 1), softcap=3.0,
-                                  slopes=[0.5, 0.25, 1.0, 2.0], sinks=SINKS, causal="bottom-right", temperature=1.5)
+    expected, _ = heads_attention(
+        Q,
+        K,
+        V,
+        rope=("gptj", 500.0, 4, 1),
+        window=(2, 1),
+        softcap=3.0,
+        slopes=[0.5, 0.25, 1.0, 2.0],
+        sinks=SINKS,
+        causal="bottom-right",
+        temperature=1.5,
+    )
     np.testing.assert_allclose(out, expected, rtol=1.3e-6, atol=1e-5)
     data = attn.json("run", *files[:3], *args)
     np.testing.assert_allclose(data["output"], expected, rtol=1.3e-6, atol=1e-5)
@@ -79,18 +108,24 @@ def test_every_variant_on_the_command_line(attn, tmp_path):
 
 def test_alibi_default_slopes_follow_the_query_heads(attn, tmp_path):
     data = attn.json("run", *save(tmp_path, q=Q, k=K, v=V), "--alibi")
-    assert data["alibi_slopes"] == [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8]  # 2^(−8(h+1)/4)
+    assert data["alibi_slopes"] == [2**-2, 2**-4, 2**-6, 2**-8]  # 2^(−8(h+1)/4)
 
 
 def test_float16_and_bfloat16_safetensors_bundle_with_settings(attn, tmp_path):
     for dtype in (np.float16, ml_dtypes.bfloat16):
         low = {name: m.astype(dtype) for name, m in (("q", Q), ("k", K), ("v", V))}
         path = tmp_path / "case.safetensors"
-        safetensors_numpy.save_file({**low, "sinks": SINKS}, path,
-                                    metadata={"window": "3,0", "rope": "neox", "softcap": "20"})
+        safetensors_numpy.save_file(
+            {**low, "sinks": SINKS}, path, metadata={"window": "3,0", "rope": "neox", "softcap": "20"}
+        )
         data = attn.json("run", path)
-        expected, _ = heads_attention(*(low[n].astype(np.float64) for n in "qkv"), window=(3, 0),
-                                      rope=("neox", 10000.0, None, None), softcap=20.0, sinks=SINKS)
+        expected, _ = heads_attention(
+            *(low[n].astype(np.float64) for n in "qkv"),
+            window=(3, 0),
+            rope=("neox", 10000.0, None, None),
+            softcap=20.0,
+            sinks=SINKS,
+        )
         np.testing.assert_allclose(data["output"], expected, rtol=1.3e-6, atol=1e-5)
         assert data["dtype"] == "float32" and data["window"] == [3, 0] and data["rope"]["style"] == "neox"
         # the command line wins over the bundle's settings
@@ -103,10 +138,12 @@ def test_npz_bundle_with_mask_per_head_and_yaml_settings(attn, tmp_path):
     data = attn.json("run", tmp_path / "case.npz")
     expected, _ = heads_attention(Q, K, V, allowed=allowed, sinks=SINKS)
     np.testing.assert_allclose(data["output"], expected, rtol=1.3e-6, atol=1e-5)
-    (tmp_path / "b.yaml").write_text("q: [[1, 0], [0, 1]]\nk: [[1, 0], [0, 1], [1, 1]]\nv: [[1], [2], [3]]\n"
-                                     "window: [0, 0]\nalibi: true\nsinks: [0.5]\n")
+    (tmp_path / "b.yaml").write_text(
+        "q: [[1, 0], [0, 1]]\nk: [[1, 0], [0, 1], [1, 1]]\nv: [[1], [2], [3]]\n"
+        "window: [0, 0]\nalibi: true\nsinks: [0.5]\n"
+    )
     data = attn.json("run", tmp_path / "b.yaml")
-    assert data["window"] == [0, 0] and data["alibi_slopes"] == [2 ** -8] and data["sinks"] == [0.5]
+    assert data["window"] == [0, 0] and data["alibi_slopes"] == [2**-8] and data["sinks"] == [0.5]
     assert np.count_nonzero(data["weights"]) == 2  # one key each: i + n_k − n_q
 
 
@@ -114,8 +151,10 @@ def test_unused_dout_gets_a_note(attn, tmp_path):
     np.savez(tmp_path / "case.npz", q=Q, k=K, v=V, dout=Q)
     result = attn("run", tmp_path / "case.npz", "-f", "json")
     assert result.exit_code == 0
-    assert result.stderr == (f"attn: note: {tmp_path}/case.npz: dout is not used: the output's gradient, "
-                             "for a backward pass: attn grad computes it\n")
+    assert result.stderr == (
+        f"attn: note: {tmp_path}/case.npz: dout is not used: the output's gradient, "
+        "for a backward pass: attn grad computes it\n"
+    )
     json.loads(result.stdout)
 
 
@@ -158,8 +197,9 @@ def test_many_heads_are_summarised_on_a_terminal(attn, tmp_path):
     files = save(tmp_path, q=q, k=q, v=q)
     out = attn("run", *files, "-f", "table").stdout
     assert out.count("weights = softmax") == 8
-    assert ("… and 4 more (batch, head) pairs: choose with --batch and --head; data formats (-f json, npy) "
-            "hold them all") in out
+    assert (
+        "… and 4 more (batch, head) pairs: choose with --batch and --head; data formats (-f json, npy) hold them all"
+    ) in out
 
 
 def test_float16_npy_header_says_what_it_computed_in(attn, tmp_path):
@@ -191,16 +231,19 @@ def test_missing_extra_is_one_line_naming_it(attn, tmp_path, monkeypatch):
     bf16 = tmp_path / "bf.safetensors"
     safetensors_numpy.save_file({n: m.astype(ml_dtypes.bfloat16) for n, m in (("q", Q), ("k", K), ("v", V))}, bf16)
     monkeypatch.setitem(__import__("sys").modules, "ml_dtypes", None)  # import ml_dtypes now fails
-    assert attn.fails("run", bf16) == (f"{bf16}: reading safetensors needs ml_dtypes, from the 'tensors' extra "
-                                       "(pip install 'attncli[tensors]')")
+    assert attn.fails("run", bf16) == (
+        f"{bf16}: reading safetensors needs ml_dtypes, from the 'tensors' extra (pip install 'attncli[tensors]')"
+    )
     attn.json("run", path)  # float32 needs no ml_dtypes
     for module in ("safetensors", "safetensors.numpy"):
         monkeypatch.setitem(__import__("sys").modules, module, None)
-    assert attn.fails("run", path) == (f"{path}: reading safetensors needs safetensors, from the 'tensors' extra "
-                                       "(pip install 'attncli[tensors]')")
+    assert attn.fails("run", path) == (
+        f"{path}: reading safetensors needs safetensors, from the 'tensors' extra (pip install 'attncli[tensors]')"
+    )
     np.save(tmp_path / "q.npy", Q)
     assert attn.fails("run", tmp_path / "q.npy", tmp_path / "q.npy", tmp_path / "q.npy", "-f", "safetensors") == (
-        "writing safetensors needs safetensors, from the 'tensors' extra (pip install 'attncli[tensors]')")
+        "writing safetensors needs safetensors, from the 'tensors' extra (pip install 'attncli[tensors]')"
+    )
 
 
 # ---------------------------------------------------------------- attn explain on tensors and variants
@@ -220,14 +263,35 @@ def test_explain_one_head_of_a_tensor_matches_run(attn, tmp_path):
 
 def test_explain_names_each_variant_in_its_step(attn, tmp_path):
     files = save(tmp_path, q=Q, k=K, v=V, sinks=SINKS)
-    out = attn("explain", *files[:3], "--rope", "gptj", "--window", "2,0", "--sinks", files[3], "--alibi",
-               "--softcap", "2", "--head", "1", "-f", "table").stdout
+    out = attn(
+        "explain",
+        *files[:3],
+        "--rope",
+        "gptj",
+        "--window",
+        "2,0",
+        "--sinks",
+        files[3],
+        "--alibi",
+        "--softcap",
+        "2",
+        "--head",
+        "1",
+        "-f",
+        "table",
+    ).stdout
     lines = out.splitlines()
-    assert lines[2] == ("logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
-                        "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)")
+    assert lines[2] == (
+        "logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
+        "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)"
+    )
     assert lines[3] == "batch 0 · head 1 of the tensors (--batch, --head choose another)"
-    for heading in ("2. RoPE (gptj): Q and K rotated by position", "5. Soft-cap", "6. Mask and ALiBi",
-                    "7. Weights: softmax of each row"):
+    for heading in (
+        "2. RoPE (gptj): Q and K rotated by position",
+        "5. Soft-cap",
+        "6. Mask and ALiBi",
+        "7. Weights: softmax of each row",
+    ):
         assert heading in lines
     assert "gptj pairs features 2i and 2i + 1 (interleaved). Keys sit at positions 0 to 4, queries at 2 to 4" in out
     assert "The window (2,0) lets query i see keys i to i + 2." in out
@@ -246,8 +310,9 @@ def test_nd_mask_of_0_1_and_bias_with_guard_notes(attn, tmp_path):
     and the fully-masked note names the query masked in every head, without crashing."""
     allowed = np.ones((2, 4, 3, 5), bool)
     allowed[:, :, 1, :] = False
-    q_path, k_path, v_path, m_path, b_path = save(tmp_path, q=Q, k=K, v=V, m=allowed.astype(np.int64),
-                                                  b=np.where(allowed, 0.0, -np.inf))
+    q_path, k_path, v_path, m_path, b_path = save(
+        tmp_path, q=Q, k=K, v=V, m=allowed.astype(np.int64), b=np.where(allowed, 0.0, -np.inf)
+    )
     expected, _ = heads_attention(Q, K, V, allowed=allowed)
     for flag, path in (("--mask", m_path), ("--bias", b_path)):
         result = attn("run", q_path, k_path, v_path, flag, path, "-f", "json")
@@ -258,8 +323,10 @@ def test_nd_mask_of_0_1_and_bias_with_guard_notes(attn, tmp_path):
 
 def test_bundle_settings_of_the_variants_go_through_bundle_settings(attn, tmp_path):
     """window as "LEFT,RIGHT" or a list, softcap and rope from a bundle; the command line wins."""
-    (tmp_path / "b.yaml").write_text("q: [[1, 0], [0, 1]]\nk: [[1, 0], [0, 1], [1, 1]]\nv: [1, 2, 3]\n"
-                                     "window: '1,0'\nsoftcap: 20\nrope: gptj\nrope_theta: 500\n")
+    (tmp_path / "b.yaml").write_text(
+        "q: [[1, 0], [0, 1]]\nk: [[1, 0], [0, 1], [1, 1]]\nv: [1, 2, 3]\n"
+        "window: '1,0'\nsoftcap: 20\nrope: gptj\nrope_theta: 500\n"
+    )
     data = attn.json("run", tmp_path / "b.yaml")
     assert data["window"] == [1, 0] and data["softcap"] == 20 and data["rope"]["theta"] == 500
     assert attn.json("run", tmp_path / "b.yaml", "--window", "-1,-1", "--rope-theta", "100")["window"] == [-1, -1]

@@ -38,8 +38,15 @@ def inputs(n=300, heads=2, seed=0):
 def test_the_kernel_holds_blas_to_one_thread_in_its_blocks(workers, blas_at_3):
     q, k, v, _ = inputs()
     seen = []
-    attention_blocked(q, k, v, AttentionOptions(causal="top-left"), query_block=32, workers=workers,
-                      progress=lambda done, total: seen.append(blas_threads()))
+    attention_blocked(
+        q,
+        k,
+        v,
+        AttentionOptions(causal="top-left"),
+        query_block=32,
+        workers=workers,
+        progress=lambda done, total: seen.append(blas_threads()),
+    )
     assert seen and all(threads == [1] for threads in seen)
     assert blas_threads() == [3]  # given back
 

@@ -80,8 +80,7 @@ def test_float32_agrees_within_pytorch_tolerance(name):
 def test_the_pins_are_what_torch_computes_now(name):
     pytest.importorskip("torch")
     x = arrays(name)
-    np.testing.assert_allclose(REFS.torch_output(name, x, "float64"), PINNED[f"{name}.out_float64"],
-                               rtol=0, atol=1e-14)
+    np.testing.assert_allclose(REFS.torch_output(name, x, "float64"), PINNED[f"{name}.out_float64"], rtol=0, atol=1e-14)
     q, k, v = (x[n].astype(np.float64) for n in "qkv")
     out, _ = attention(q, k, v, options(name, x))
     np.testing.assert_allclose(out, REFS.torch_output(name, x, "float64"), rtol=0, atol=1e-12)

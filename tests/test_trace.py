@@ -24,8 +24,15 @@ from attncli.models.pooling import pool
 
 WORDS = ["the", "pink", "elephant", "car", "it", "was", "too", "big", "into", "##s", "fruit", "apple"]
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-TINY = dict(vocab_size=len(SPECIAL) + len(WORDS), hidden_size=8, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=16, max_position_embeddings=12, type_vocab_size=2)
+TINY = dict(
+    vocab_size=len(SPECIAL) + len(WORDS),
+    hidden_size=8,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=16,
+    max_position_embeddings=12,
+    type_vocab_size=2,
+)
 
 
 def hf_tensors(config: dict, seed: int = 0) -> dict:
@@ -40,13 +47,19 @@ def hf_tensors(config: dict, seed: int = 0) -> dict:
         "embeddings.word_embeddings.weight": r(config["vocab_size"], d),
         "embeddings.position_embeddings.weight": r(config["max_position_embeddings"], d),
         "embeddings.token_type_embeddings.weight": r(config["type_vocab_size"], d),
-        "embeddings.LayerNorm.weight": 1 + r(d) / 5, "embeddings.LayerNorm.bias": r(d) / 5,
+        "embeddings.LayerNorm.weight": 1 + r(d) / 5,
+        "embeddings.LayerNorm.bias": r(d) / 5,
     }
     for i in range(config["num_hidden_layers"]):
         p = f"encoder.layer.{i}"
-        for name, d_out, d_in in (("attention.self.query", d, d), ("attention.self.key", d, d),
-                                  ("attention.self.value", d, d), ("attention.output.dense", d, d),
-                                  ("intermediate.dense", d_ff, d), ("output.dense", d, d_ff)):
+        for name, d_out, d_in in (
+            ("attention.self.query", d, d),
+            ("attention.self.key", d, d),
+            ("attention.self.value", d, d),
+            ("attention.output.dense", d, d),
+            ("intermediate.dense", d_ff, d),
+            ("output.dense", d, d_ff),
+        ):
             t[f"{p}.{name}.weight"], t[f"{p}.{name}.bias"] = r(d_out, d_in), r(d_out)
         for name in ("attention.output", "output"):
             t[f"{p}.{name}.LayerNorm.weight"], t[f"{p}.{name}.LayerNorm.bias"] = 1 + r(d) / 5, r(d) / 5
@@ -57,8 +70,14 @@ def write_model(folder: Path, config: dict | None = None, tensors: dict | None =
     """A BERT folder as Hugging Face saves one: config.json, model.safetensors, vocab.txt."""
     from safetensors.numpy import save_file
 
-    config = {"model_type": "bert", "architectures": ["BertModel"], "hidden_act": "gelu",
-              "layer_norm_eps": 1e-12, **TINY, **(config or {})}
+    config = {
+        "model_type": "bert",
+        "architectures": ["BertModel"],
+        "hidden_act": "gelu",
+        "layer_norm_eps": 1e-12,
+        **TINY,
+        **(config or {}),
+    }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps(config))
     save_file(hf_tensors(config) if tensors is None else tensors, str(folder / "model.safetensors"))
@@ -89,15 +108,20 @@ def reference_forward(folder: Path, ids: list[int]) -> tuple[np.ndarray, np.ndar
     d_k = d // n_head
 
     def norm(x, p):
-        return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) \
-            * t[p + ".LayerNorm.weight"] + t[p + ".LayerNorm.bias"]
+        return (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-12) * t[
+            p + ".LayerNorm.weight"
+        ] + t[p + ".LayerNorm.bias"]
 
     def dense(x, p):
         return x @ t[p + ".weight"].T + t[p + ".bias"]
 
     n = len(ids)
-    x = norm(t["embeddings.word_embeddings.weight"][ids] + t["embeddings.position_embeddings.weight"][:n]
-             + t["embeddings.token_type_embeddings.weight"][0], "embeddings")
+    x = norm(
+        t["embeddings.word_embeddings.weight"][ids]
+        + t["embeddings.position_embeddings.weight"][:n]
+        + t["embeddings.token_type_embeddings.weight"][0],
+        "embeddings",
+    )
     all_weights = []
     for i in range(TINY["num_hidden_layers"]):
         p = f"encoder.layer.{i}"
@@ -161,10 +185,15 @@ def test_erf_and_gelu_are_accurate():
 
 def test_sentence_transformers_pooling_files_are_read(tmp_path):
     folder = write_model(tmp_path / "st")
-    (folder / "modules.json").write_text(json.dumps([
-        {"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
-        {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-        {"idx": 2, "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]))
+    (folder / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": 0, "path": "", "type": "sentence_transformers.models.Transformer"},
+                {"idx": 1, "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+                {"idx": 2, "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
+            ]
+        )
+    )
     (folder / "1_Pooling").mkdir()
     (folder / "1_Pooling" / "config.json").write_text(json.dumps({"pooling_mode_cls_token": True}))
     (folder / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": 4}))
@@ -178,8 +207,10 @@ def test_sentence_transformers_pooling_files_are_read(tmp_path):
 
 
 def test_bert_prefix_and_gamma_beta_names_load(tmp_path, tiny_model):
-    renamed = {"bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
-               for k, v in hf_tensors(dict(TINY)).items()}
+    renamed = {
+        "bert." + k.replace("LayerNorm.weight", "LayerNorm.gamma").replace("LayerNorm.bias", "LayerNorm.beta"): v
+        for k, v in hf_tensors(dict(TINY)).items()
+    }
     model = load_model(write_model(tmp_path / "masked-lm", tensors=renamed))
     text = "the big car"
     np.testing.assert_array_equal(trace(model, text).weights, trace(tiny_model, text).weights)
@@ -207,7 +238,8 @@ def test_a_registered_family_is_found_by_model_type_and_named(attn, tmp_path, mo
     other = write_model(tmp_path / "gpt", {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]})
     assert attn.fails("trace", "the car", "-m", other).endswith(
         "unsupported architecture 'GPT2LMHeadModel' (model_type 'gpt2') "
-        "(attn runs BERT encoders: model_type 'bert'; TinyBERT encoders: model_type 'tinybert')")
+        "(attn runs BERT encoders: model_type 'bert'; TinyBERT encoders: model_type 'tinybert')"
+    )
 
 
 # --- the command on the tiny model ---------------------------------------------
@@ -247,14 +279,18 @@ def test_data_formats(attn, tiny):
     assert lines[0] == ",[CLS],the,pink,elephant,[SEP]" and len(lines) == 6
     result = attn("trace", "the pink elephant", "-m", tiny, "-f", "npy")
     assert np.load(io.BytesIO(result.stdout_bytes)).shape == (2, 2, 5, 5)
-    assert attn.fails("trace", "the pink", "-m", tiny, "-f", "tsv", code=2) == \
-        "tsv writes one matrix (pick one --layer and one --head, or use json or npy)"
+    assert (
+        attn.fails("trace", "the pink", "-m", tiny, "-f", "tsv", code=2)
+        == "tsv writes one matrix (pick one --layer and one --head, or use json or npy)"
+    )
 
 
 def test_table_views(attn, tiny):
-    for extra, expected in ((["--layer", "1", "--head", "0"], "layer 1 · head 0"),
-                            ([], "every head of every layer"),
-                            (["--query", "it"], "where 'it' (token 3) looks")):
+    for extra, expected in (
+        (["--layer", "1", "--head", "0"], "layer 1 · head 0"),
+        ([], "every head of every layer"),
+        (["--query", "it"], "where 'it' (token 3) looks"),
+    ):
         result = attn("trace", "the pink it", "-m", tiny, "-f", "table", *extra)
         assert result.exit_code == 0, result.output
         assert expected in result.stdout and "· BERT, 2 layers × 2 heads" in result.stdout
@@ -293,62 +329,108 @@ def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
     monkeypatch.delenv("HF_HUB_CACHE", raising=False)
     config = json.loads((tiny / "config.json").read_text())
     cases = [
-        (tmp_path / "nowhere", f"{tmp_path / 'nowhere'}: no model folder, and no model of that name in "
-                               f"{tmp_path / 'empty-cache' / 'hub'} (attn never downloads: give a folder "
-                               "with config.json, model.safetensors and vocab.txt)"),
-        (tiny / "vocab.txt", f"{tiny / 'vocab.txt'}: is a file, not a model folder "
-                             "(give the folder that holds config.json and model.safetensors)"),
-        (tmp_path, f"{tmp_path}: not a model folder: no config.json (a model folder holds config.json, "
-                   "model.safetensors and vocab.txt or tokenizer.json)"),
-        (broken(tmp_path, "gpt", lambda f: (f / "config.json").write_text(
-            json.dumps({**config, "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]}))),
-         "config.json: unsupported architecture 'GPT2LMHeadModel' (model_type 'gpt2') "
-         "(attn runs BERT encoders: model_type 'bert')"),
-        (broken(tmp_path, "bin", lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin")),
-         "bin: no model.safetensors (pytorch_model.bin is a PyTorch pickle, which attn does not read; "
-         "convert it to safetensors)"),
-        (broken(tmp_path, "novocab", lambda f: (f / "vocab.txt").unlink()),
-         "novocab: no tokenizer: neither tokenizer.json nor vocab.txt"),
-        (broken(tmp_path, "badjson", lambda f: (f / "config.json").write_text("{")),
-         "config.json: not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
-        (broken(tmp_path, "heads", lambda f: (f / "config.json").write_text(
-            json.dumps({**config, "num_attention_heads": 3}))),
-         "config.json: hidden_size 8 does not split into 3 heads "
-         "(hidden_size must be a multiple of num_attention_heads)"),
-        (broken(tmp_path, "wide", lambda f: (f / "config.json").write_text(
-            json.dumps({**config, "intermediate_size": 32}))),
-         "model.safetensors: tensor 'encoder.layer.0.intermediate.dense.weight' is 16×8 "
-         "but config.json implies 32×8"),
+        (
+            tmp_path / "nowhere",
+            f"{tmp_path / 'nowhere'}: no model folder, and no model of that name in "
+            f"{tmp_path / 'empty-cache' / 'hub'} (attn never downloads: give a folder "
+            "with config.json, model.safetensors and vocab.txt)",
+        ),
+        (
+            tiny / "vocab.txt",
+            f"{tiny / 'vocab.txt'}: is a file, not a model folder "
+            "(give the folder that holds config.json and model.safetensors, or a .gguf file)",
+        ),
+        (
+            tmp_path,
+            f"{tmp_path}: not a model folder: no config.json (a model folder holds config.json, "
+            "model.safetensors and vocab.txt or tokenizer.json)",
+        ),
+        (
+            broken(
+                tmp_path,
+                "gpt",
+                lambda f: (f / "config.json").write_text(
+                    json.dumps({**config, "model_type": "gpt2", "architectures": ["GPT2LMHeadModel"]})
+                ),
+            ),
+            "config.json: unsupported architecture 'GPT2LMHeadModel' (model_type 'gpt2') "
+            "(attn runs BERT encoders: model_type 'bert')",
+        ),
+        (
+            broken(tmp_path, "bin", lambda f: (f / "model.safetensors").rename(f / "pytorch_model.bin")),
+            "bin: no model.safetensors (pytorch_model.bin is a PyTorch pickle, which attn does not read; "
+            "convert it to safetensors)",
+        ),
+        (
+            broken(tmp_path, "novocab", lambda f: (f / "vocab.txt").unlink()),
+            "novocab: no tokenizer: neither tokenizer.json nor vocab.txt",
+        ),
+        (
+            broken(tmp_path, "badjson", lambda f: (f / "config.json").write_text("{")),
+            "config.json: not valid JSON: Expecting property name enclosed in double quotes: line 1 column 2 (char 1)",
+        ),
+        (
+            broken(
+                tmp_path,
+                "heads",
+                lambda f: (f / "config.json").write_text(json.dumps({**config, "num_attention_heads": 3})),
+            ),
+            "config.json: hidden_size 8 does not split into 3 heads "
+            "(hidden_size must be a multiple of num_attention_heads)",
+        ),
+        (
+            broken(
+                tmp_path,
+                "wide",
+                lambda f: (f / "config.json").write_text(json.dumps({**config, "intermediate_size": 32})),
+            ),
+            "model.safetensors: tensor 'encoder.layer.0.intermediate.dense.weight' is 16×8 "
+            "but config.json implies 32×8",
+        ),
     ]
     for model, expected in cases:  # each message starts with the file or folder it is about
         message = attn.fails("trace", "the car", "-m", model)
         assert message.endswith(expected) and message.startswith("/"), (message, expected)
     garbage = broken(tmp_path, "garbage", lambda f: (f / "model.safetensors").write_bytes(b"not safetensors"))
     assert attn.fails("trace", "the car", "-m", garbage).startswith(
-        f"{garbage / 'model.safetensors'}: cannot read the parameters: ")
-    missing = write_model(tmp_path / "missing", tensors={
-        k: v for k, v in hf_tensors(dict(TINY)).items() if "layer.1.output.dense" not in k})
+        f"{garbage / 'model.safetensors'}: is not a readable safetensors file ("  # attn run's reader
+    )
+    missing = write_model(
+        tmp_path / "missing",
+        tensors={k: v for k, v in hf_tensors(dict(TINY)).items() if "layer.1.output.dense" not in k},
+    )
     assert attn.fails("trace", "the car", "-m", missing).endswith(
         "model.safetensors: no tensor 'encoder.layer.1.output.dense.weight' "
-        "(is this a BERT model? attn reads BertModel's parameters)")
+        "(is this a BERT model? attn reads BertModel's parameters)"
+    )
 
 
 def test_usage_errors(attn, tiny):
-    assert attn.fails("trace", "the car", "-m", tiny, "--layer", "2", code=2) == \
-        "--layer 2 is out of range: the model has 2 layers (0 to 1)"
-    assert attn.fails("trace", "the car", "-m", tiny, "--head", "-3", code=2) == \
-        "--head -3 is out of range: the model has 2 heads (0 to 1)"
-    assert attn.fails("trace", "the car", "-m", tiny, "--query", "chair", code=2) == \
-        "--query 'chair' is not a token of the text (its tokens: [CLS] the car [SEP])"
+    assert (
+        attn.fails("trace", "the car", "-m", tiny, "--layer", "2", code=2)
+        == "--layer 2 is out of range: the model has 2 layers (0 to 1)"
+    )
+    assert (
+        attn.fails("trace", "the car", "-m", tiny, "--head", "-3", code=2)
+        == "--head -3 is out of range: the model has 2 heads (0 to 1)"
+    )
+    assert (
+        attn.fails("trace", "the car", "-m", tiny, "--query", "chair", code=2)
+        == "--query 'chair' is not a token of the text (its tokens: [CLS] the car [SEP])"
+    )
     assert attn.fails("trace", "the car", code=2) == "no model given (pass --model DIR or set ATTN_MODEL)"
-    assert attn.fails("trace", "the " * 11, "-m", tiny) == \
-        "the text is 13 tokens but the model takes at most 12 (shorten it)"
+    assert (
+        attn.fails("trace", "the " * 11, "-m", tiny)
+        == "the text is 13 tokens but the model takes at most 12 (shorten it)"
+    )
 
 
 def test_without_the_models_extra_it_says_what_to_install(attn, tiny, monkeypatch):
     monkeypatch.setitem(sys.modules, "tokenizers", None)  # import tokenizers -> ImportError
-    assert attn.fails("trace", "the car", "-m", tiny) == \
-        "running a model needs tokenizers, from the 'models' extra (pip install '.[models]' in attn's source folder)"
+    assert (
+        attn.fails("trace", "the car", "-m", tiny)
+        == "running a model needs tokenizers, from the 'models' extra (pip install '.[models]' in attn's source folder)"
+    )
 
 
 # --- the real all-MiniLM-L6-v2 -------------------------------------------------------
@@ -364,20 +446,86 @@ def minilm_folder() -> Path | None:
 
 
 MINILM = minilm_folder()
-needs_minilm = pytest.mark.skipif(MINILM is None or not (MINILM / "model.safetensors").is_file(),
-                                  reason="all-MiniLM-L6-v2 not found (set ATTN_TEST_MODEL; .ci/run does)")
+needs_minilm = pytest.mark.skipif(
+    MINILM is None or not (MINILM / "model.safetensors").is_file(),
+    reason="all-MiniLM-L6-v2 not found (set ATTN_TEST_MODEL; .ci/run does)",
+)
 ELEPHANT = "The pink elephant tried to get into the car but it was too big"
 # Measured once with transformers 5.23.0 (eager attention, output_attentions=True)
 # and sentence-transformers 6.2.0 on torch 2.13.0: scripts/reference_check.py.
-REF_TOKENS = ["[CLS]", "the", "pink", "elephant", "tried", "to", "get", "into", "the", "car",
-              "but", "it", "was", "too", "big", "[SEP]"]
+REF_TOKENS = [
+    "[CLS]",
+    "the",
+    "pink",
+    "elephant",
+    "tried",
+    "to",
+    "get",
+    "into",
+    "the",
+    "car",
+    "but",
+    "it",
+    "was",
+    "too",
+    "big",
+    "[SEP]",
+]
 REF_IT_ROWS = {  # (layer, head): the weights of the query 'it' (token 11) over the 16 tokens
-    (0, 0): [0.141862, 0.042883, 0.024757, 0.028454, 0.058649, 0.036506, 0.15688, 0.053017,
-             0.039791, 0.008838, 0.03243, 0.199013, 0.043712, 0.041443, 0.01465, 0.077115],
-    (2, 5): [0.486328, 0.071634, 0.067953, 0.076358, 0.044876, 0.002902, 0.002462, 0.004075,
-             0.015415, 0.086248, 0.002183, 0.018138, 0.008238, 0.003201, 0.102346, 0.007641],
-    (5, 11): [0.211242, 0.064925, 0.058803, 0.36994, 0.013644, 0.036935, 0.010824, 0.009114,
-              0.028901, 0.053834, 0.019565, 0.046488, 0.016489, 0.004917, 0.012204, 0.042175],
+    (0, 0): [
+        0.141862,
+        0.042883,
+        0.024757,
+        0.028454,
+        0.058649,
+        0.036506,
+        0.15688,
+        0.053017,
+        0.039791,
+        0.008838,
+        0.03243,
+        0.199013,
+        0.043712,
+        0.041443,
+        0.01465,
+        0.077115,
+    ],
+    (2, 5): [
+        0.486328,
+        0.071634,
+        0.067953,
+        0.076358,
+        0.044876,
+        0.002902,
+        0.002462,
+        0.004075,
+        0.015415,
+        0.086248,
+        0.002183,
+        0.018138,
+        0.008238,
+        0.003201,
+        0.102346,
+        0.007641,
+    ],
+    (5, 11): [
+        0.211242,
+        0.064925,
+        0.058803,
+        0.36994,
+        0.013644,
+        0.036935,
+        0.010824,
+        0.009114,
+        0.028901,
+        0.053834,
+        0.019565,
+        0.046488,
+        0.016489,
+        0.004917,
+        0.012204,
+        0.042175,
+    ],
 }
 REF_TEXTS = [ELEPHANT, "a sweet yellow fruit", "apple", "banana", "chair"]
 REF_EMBEDDINGS = [  # the first 6 of 384 dimensions of each text's sentence embedding
@@ -443,8 +591,10 @@ def test_lookup_with_a_model_uses_its_sentence_embeddings(attn, tiny):
     np.testing.assert_allclose(out["scores"], [e[0] @ e[1:].T], atol=1e-6)
     assert out["similarity"] == "cosine" and out["scale"] == 1.0
     assert out["vectors"]["words"] is None and out["vectors"]["dim"] == e.shape[1]
-    assert attn.fails("lookup", "car", "--keys", "the", "-m", tiny, "--vectors", "v.txt", code=2) == \
-        "give --model or --vectors, not both"
+    assert (
+        attn.fails("lookup", "car", "--keys", "the", "-m", tiny, "--vectors", "v.txt", code=2)
+        == "give --model or --vectors, not both"
+    )
 
 
 @needs_minilm

@@ -22,8 +22,11 @@ B, H_Q, H_KV, N_Q, N_K, D, D_V = 2, 4, 2, 5, 7, 8, 3
 
 def tensors(h_q=H_Q, h_kv=H_KV, n_q=N_Q, n_k=N_K, d=D, d_v=D_V, dtype=np.float64, seed=0):
     rng = np.random.default_rng(seed)
-    return (rng.standard_normal((B, h_q, n_q, d)).astype(dtype), rng.standard_normal((B, h_kv, n_k, d)).astype(dtype),
-            rng.standard_normal((B, h_kv, n_k, d_v)).astype(dtype))
+    return (
+        rng.standard_normal((B, h_q, n_q, d)).astype(dtype),
+        rng.standard_normal((B, h_kv, n_k, d)).astype(dtype),
+        rng.standard_normal((B, h_kv, n_k, d_v)).astype(dtype),
+    )
 
 
 SINKS = np.array([0.5, -1.0, 2.0, 0.0])
@@ -46,10 +49,27 @@ CASES = [
     ("rope gptj dim 6 offset 3", dict(rope=Rope("gptj", dim=6, offset=3)), dict(rope=("gptj", 10000.0, 6, 3))),
     ("sinks", dict(sinks=SINKS), dict(sinks=SINKS)),
     ("causal top-left", dict(causal="top-left"), dict(causal="top-left")),
-    ("everything", dict(causal="bottom-right", window=(3, 0), softcap=1.5, alibi=True, rope=Rope("gptj", dim=4),
-                        sinks=SINKS, temperature=1.3),
-     dict(causal="bottom-right", window=(3, 0), softcap=1.5, slopes=alibi_slopes(H_Q), rope=("gptj", 10000.0, 4, None),
-          sinks=SINKS, temperature=1.3)),
+    (
+        "everything",
+        dict(
+            causal="bottom-right",
+            window=(3, 0),
+            softcap=1.5,
+            alibi=True,
+            rope=Rope("gptj", dim=4),
+            sinks=SINKS,
+            temperature=1.3,
+        ),
+        dict(
+            causal="bottom-right",
+            window=(3, 0),
+            softcap=1.5,
+            slopes=alibi_slopes(H_Q),
+            rope=("gptj", 10000.0, 4, None),
+            sinks=SINKS,
+            temperature=1.3,
+        ),
+    ),
 ]
 
 
@@ -116,9 +136,11 @@ def test_leading_axes_broadcast_as_in_pytorch():
     k, v = rng.standard_normal((3, 2, 6, 8)), rng.standard_normal((1, 6, 3))
     out, weights = attention(q, k, v)
     assert out.shape == (2, 3, 4, 5, 3) and weights.shape == (2, 3, 4, 5, 6)
-    expected, _ = heads_attention(np.broadcast_to(q, (2, 3, 4, 5, 8)).reshape(6, 4, 5, 8),
-                                  np.broadcast_to(k[None], (2, 3, 2, 6, 8)).reshape(6, 2, 6, 8),
-                                  np.broadcast_to(v, (2, 3, 2, 6, 3)).reshape(6, 2, 6, 3))
+    expected, _ = heads_attention(
+        np.broadcast_to(q, (2, 3, 4, 5, 8)).reshape(6, 4, 5, 8),
+        np.broadcast_to(k[None], (2, 3, 2, 6, 8)).reshape(6, 2, 6, 8),
+        np.broadcast_to(v, (2, 3, 2, 6, 3)).reshape(6, 2, 6, 3),
+    )
     np.testing.assert_allclose(out.reshape(6, 4, 5, 3), expected, atol=1e-12)
 
 
@@ -143,14 +165,29 @@ def test_k_shared_by_v_heads_or_v_by_k_heads_with_per_head_variants(k_heads, v_h
         np.testing.assert_allclose(got, want.sum(axis=1, keepdims=True) if got.shape[1] == 1 else want, atol=1e-13)
 
 
-@pytest.mark.parametrize("q_shape, k_shape, v_shape, message", [
-    ((1, 6, 3, 4), (1, 4, 5, 4), (1, 4, 5, 2),
-     "Q has 6 heads but K and V have 4 (for grouped-query attention the K/V heads must divide the query heads)"),
-    ((2, 4, 3, 4), (3, 2, 5, 4), (3, 2, 5, 2),
-     "Q is 2×4×3×4 but K is 3×2×5×4 (their leading axes [batch, heads] must be equal or 1)"),
-    ((1, 4, 3, 4), (1, 2, 5, 4), (1, 4, 5, 2),
-     "K is 1×2×5×4 but V is 1×4×5×2 (K and V need the same batch and head axes)"),
-])
+@pytest.mark.parametrize(
+    "q_shape, k_shape, v_shape, message",
+    [
+        (
+            (1, 6, 3, 4),
+            (1, 4, 5, 4),
+            (1, 4, 5, 2),
+            "Q has 6 heads but K and V have 4 (for grouped-query attention the K/V heads must divide the query heads)",
+        ),
+        (
+            (2, 4, 3, 4),
+            (3, 2, 5, 4),
+            (3, 2, 5, 2),
+            "Q is 2×4×3×4 but K is 3×2×5×4 (their leading axes [batch, heads] must be equal or 1)",
+        ),
+        (
+            (1, 4, 3, 4),
+            (1, 2, 5, 4),
+            (1, 4, 5, 2),
+            "K is 1×2×5×4 but V is 1×4×5×2 (K and V need the same batch and head axes)",
+        ),
+    ],
+)
 def test_heads_that_do_not_fit(q_shape, k_shape, v_shape, message):
     with pytest.raises(ShapeError) as e:
         attention(np.ones(q_shape), np.ones(k_shape), np.ones(v_shape))
@@ -255,13 +292,16 @@ def test_float16_and_bfloat16_compute_in_float32():
 # ---------------------------------------------------------------- bad settings
 
 
-@pytest.mark.parametrize("settings, error, message", [
-    (dict(window=(-2, 0)), UsageError, "the window's left side must be a whole number ≥ -1, got -2"),
-    (dict(window=(1.5, 0)), UsageError, "the window's left side must be a whole number ≥ -1, got 1.5"),
-    (dict(window=3), UsageError, "a window is (left, right), got 3"),
-    (dict(softcap=0.0), UsageError, "softcap must be a positive finite number, got 0.0"),
-    (dict(sinks=np.array([np.nan])), AttnError, "sinks must be finite numbers"),
-])
+@pytest.mark.parametrize(
+    "settings, error, message",
+    [
+        (dict(window=(-2, 0)), UsageError, "the window's left side must be a whole number ≥ -1, got -2"),
+        (dict(window=(1.5, 0)), UsageError, "the window's left side must be a whole number ≥ -1, got 1.5"),
+        (dict(window=3), UsageError, "a window is (left, right), got 3"),
+        (dict(softcap=0.0), UsageError, "softcap must be a positive finite number, got 0.0"),
+        (dict(sinks=np.array([np.nan])), AttnError, "sinks must be finite numbers"),
+    ],
+)
 def test_bad_variant_settings(settings, error, message):
     with pytest.raises(error) as e:
         AttentionOptions(**settings)
@@ -277,11 +317,14 @@ def test_unknown_rope_style_and_keyword():
         attention(*tensors(), sliding_window=4)
 
 
-@pytest.mark.parametrize("settings, message", [
-    (dict(sinks=np.ones(3)), "sinks: 3 given for 4 query heads (give one per query head, or one for all)"),
-    (dict(alibi_slopes=np.ones(2)), "ALiBi slopes: 2 given for 4 query heads"),
-    (dict(rope=Rope(dim=10)), "rope dim is 10 but Q and K have d_k = 8 (rotate at most every feature of a head)"),
-])
+@pytest.mark.parametrize(
+    "settings, message",
+    [
+        (dict(sinks=np.ones(3)), "sinks: 3 given for 4 query heads (give one per query head, or one for all)"),
+        (dict(alibi_slopes=np.ones(2)), "ALiBi slopes: 2 given for 4 query heads"),
+        (dict(rope=Rope(dim=10)), "rope dim is 10 but Q and K have d_k = 8 (rotate at most every feature of a head)"),
+    ],
+)
 def test_settings_that_do_not_fit_the_shapes(settings, message):
     with pytest.raises(ShapeError) as e:
         attention(*tensors(), **settings)
@@ -301,6 +344,6 @@ def test_one_sink_and_one_slope_for_a_plain_matrix():
     rng = np.random.default_rng(0)
     q, k, v = rng.standard_normal((3, 4)), rng.standard_normal((5, 4)), rng.standard_normal((5, 2))
     out, _ = attention(q, k, v, sinks=np.array([0.3]), alibi=True)
-    expected, _ = reference.attention(q, k, v, sink=0.3, slope=2.0 ** -8)
+    expected, _ = reference.attention(q, k, v, sink=0.3, slope=2.0**-8)
     np.testing.assert_allclose(out, expected, atol=1e-12)
-    assert math.isclose(alibi_slopes(1)[0], 2.0 ** -8)
+    assert math.isclose(alibi_slopes(1)[0], 2.0**-8)

@@ -106,15 +106,24 @@ def test_unknown_words_named_at_once(glove):
 
 def test_unknown_word_without_suggestion(glove):
     assert raises(glove.lookup, ["xqzzvw"]) == (
-        f"unknown word 'xqzzvw' (not among the {len(glove):,} words of the bundled GloVe 6B 50d table)")
+        f"unknown word 'xqzzvw' (not among the {len(glove):,} words of the bundled GloVe 6B 50d table)"
+    )
     assert raises(glove.lookup, ["banan", "xqzzvw"]) == (
-        "unknown words 'banan', 'xqzzvw' (did you mean 'banana' for 'banan'?)")
+        "unknown words 'banan', 'xqzzvw' (did you mean 'banana' for 'banan'?)"
+    )
 
 
-@pytest.mark.parametrize("typo, word", [
-    ("banan", "banana"), ("chiar", "chair"), ("elphant", "elephant"), ("Violinn", "violin"),
-    ("recieveing", "receiving"), ("bannnana", "banana"),
-])
+@pytest.mark.parametrize(
+    "typo, word",
+    [
+        ("banan", "banana"),
+        ("chiar", "chair"),
+        ("elphant", "elephant"),
+        ("Violinn", "violin"),
+        ("recieveing", "receiving"),
+        ("bannnana", "banana"),
+    ],
+)
 def test_suggestions(glove, typo, word):
     assert glove.suggest(typo) == word
 
@@ -183,7 +192,8 @@ def test_phrases_report_every_unknown_word(glove):
     out = glove.phrases(["tropical fruit", "chair"])
     assert out.shape == (2, 50) and out.dtype == np.float32
     assert raises(glove.phrases, ["tropicl fruit", "chiar"]) == (
-        "unknown words 'tropicl', 'chiar' (did you mean 'tropical', 'chair'?)")
+        "unknown words 'tropicl', 'chiar' (did you mean 'tropical', 'chair'?)"
+    )
     assert raises(glove.phrases, ["?!"]) == "no words in '?!'"
 
 
@@ -206,8 +216,7 @@ ENTRIES = [("the", [0.1, 0.2, 0.3]), ("apple", [1, 2, 3]), ("banana", [4, 5, 6.5
 def check(wv, words=("the", "apple", "banana")):
     assert wv.words == list(words)
     assert wv.vectors.dtype == np.float32
-    np.testing.assert_allclose(wv.vectors, [EXPECTED[["the", "apple", "banana"].index(w)] for w in words],
-                               rtol=1e-6)
+    np.testing.assert_allclose(wv.vectors, [EXPECTED[["the", "apple", "banana"].index(w)] for w in words], rtol=1e-6)
 
 
 def test_glove_text(tmp_path):
@@ -240,8 +249,11 @@ def test_npy_with_words_file(tmp_path):
 
 
 def test_npz_like_the_bundled_table(tmp_path):
-    np.savez(tmp_path / "t.npz", vectors=np.array(EXPECTED, dtype=np.float32),
-             words=np.frombuffer(b"the\napple\nbanana", dtype=np.uint8))
+    np.savez(
+        tmp_path / "t.npz",
+        vectors=np.array(EXPECTED, dtype=np.float32),
+        words=np.frombuffer(b"the\napple\nbanana", dtype=np.uint8),
+    )
     check(read_vectors(tmp_path / "t.npz"))
 
 
@@ -258,22 +270,35 @@ def test_npz_words_as_utf8_bytes(tmp_path):
     assert read_vectors(tmp_path / "t.npz").words == ["the", "äpple", "banana"]
 
 
-@pytest.mark.parametrize("words, message", [
-    (np.array(["the", "", "banana"]), "t.npz: words entry 2 ('') is not a word "
-                                      "(each entry of the words array is one word: not blank, no line break)"),
-    (np.array(["the", "ap\nple", "banana"]), "t.npz: words entry 2 ('ap\\nple') is not a word "
-                                             "(each entry of the words array is one word: not blank, no line break)"),
-])
+@pytest.mark.parametrize(
+    "words, message",
+    [
+        (
+            np.array(["the", "", "banana"]),
+            "t.npz: words entry 2 ('') is not a word "
+            "(each entry of the words array is one word: not blank, no line break)",
+        ),
+        (
+            np.array(["the", "ap\nple", "banana"]),
+            "t.npz: words entry 2 ('ap\\nple') is not a word "
+            "(each entry of the words array is one word: not blank, no line break)",
+        ),
+    ],
+)
 def test_npz_words_array_entries_are_words(tmp_path, words, message):
     np.savez(tmp_path / "t.npz", vectors=np.array(EXPECTED, dtype=np.float32), words=words)
     assert raises(read_vectors, tmp_path / "t.npz", name="t.npz") == message
 
 
 def test_npz_words_that_are_not_utf8(tmp_path):
-    np.savez(tmp_path / "t.npz", vectors=np.array(EXPECTED, dtype=np.float32),
-             words=np.frombuffer(b"the\napple\nban\xe4na", dtype=np.uint8))
+    np.savez(
+        tmp_path / "t.npz",
+        vectors=np.array(EXPECTED, dtype=np.float32),
+        words=np.frombuffer(b"the\napple\nban\xe4na", dtype=np.uint8),
+    )
     assert raises(read_vectors, tmp_path / "t.npz", name="t.npz") == (
-        "t.npz: the words array is not newline-joined UTF-8 (byte 14 is not UTF-8)")
+        "t.npz: the words array is not newline-joined UTF-8 (byte 14 is not UTF-8)"
+    )
 
 
 def test_gzip_and_text_streams():
@@ -312,7 +337,8 @@ def test_wanted_binary_stops_early():
 def test_wanted_reads_to_the_end_when_a_word_is_missing():
     data = GLOVE_TXT + b"chair 1 2\n"
     assert raises(read_vectors, io.BytesIO(data), wanted=["apple", "nope"], name="v.txt") == (
-        "v.txt:4: expected 3 numbers after the word, found 2")
+        "v.txt:4: expected 3 numbers after the word, found 2"
+    )
     wv = read_vectors(io.BytesIO(GLOVE_TXT), wanted=["apple", "nope"])
     assert wv.words == ["apple"]
 
@@ -328,37 +354,47 @@ def test_wanted_with_npy(tmp_path):
 HINT = " (expected GloVe text, word2vec/fastText text or binary, .npy with a words file)"
 
 
-@pytest.mark.parametrize("data, message", [
-    (b"", "v.txt: empty file, no word vectors" + HINT),
-    (b"\n\n", "v.txt: empty file, no word vectors" + HINT),
-    (b"apple 1 2 3\nbanana 4 5\n", "v.txt:2: expected 3 numbers after the word, found 2"),
-    (b"apple 1 2 3\nbanana 4 5 6 7\n", "v.txt:2: expected 3 numbers after the word, found 4"),
-    (b"apple 1\nbanana 4 5\n", "v.txt:2: expected 1 number after the word, found 2"),
-    (b"apple\n", "v.txt:1: no numbers after the word 'apple'" + HINT),
-    (b"apple 1 2 3\nbanana 4 x 6\n", "v.txt:2: 'x' is not a number (word 'banana')"),
-    (b"apple 1 2 3\nbanana 4 nan 6\n", "v.txt:2: 'banana' has a non-finite value (nan)"),
-    (b"apple 1 2 3\nbanana 4 1e400 6\n", "v.txt:2: 'banana' has a non-finite value (inf)"),
-    (b"apple 1 2 3\nban\xffana 4 5 6\n", "v.txt:2: not UTF-8 text (a binary file?)" + HINT),
-    (b"\x89PNG\r\n\x1a\n\x00\x00", "v.txt:1: not UTF-8 text (a binary file?)" + HINT),
-    (b"apple 1 2 3\nban\x01ana 4 5 6\n", "v.txt:2: control characters in a text vector file (a binary file?)"
-     + HINT),
-    (b"3 3\napple 1 2 3\nbanana 4 5 6\n", "v.txt:1: the header says 3 words but the file has 2"),
-    (b"1 3\napple 1 2 3\nbanana 4 5 6\n", "v.txt:3: more entries than the 1 the header on line 1 declares"),
-    (b"2 3\napple 1 2 3\nbanana 4 5\n", "v.txt:3: expected 3 numbers after the word, found 2"),
-    (b"2 0\n", "v.txt:1: the header says the vectors have 0 dimensions"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (b"", "v.txt: empty file, no word vectors" + HINT),
+        (b"\n\n", "v.txt: empty file, no word vectors" + HINT),
+        (b"apple 1 2 3\nbanana 4 5\n", "v.txt:2: expected 3 numbers after the word, found 2"),
+        (b"apple 1 2 3\nbanana 4 5 6 7\n", "v.txt:2: expected 3 numbers after the word, found 4"),
+        (b"apple 1\nbanana 4 5\n", "v.txt:2: expected 1 number after the word, found 2"),
+        (b"apple\n", "v.txt:1: no numbers after the word 'apple'" + HINT),
+        (b"apple 1 2 3\nbanana 4 x 6\n", "v.txt:2: 'x' is not a number (word 'banana')"),
+        (b"apple 1 2 3\nbanana 4 nan 6\n", "v.txt:2: 'banana' has a non-finite value (nan)"),
+        (b"apple 1 2 3\nbanana 4 1e400 6\n", "v.txt:2: 'banana' has a non-finite value (inf)"),
+        (b"apple 1 2 3\nban\xffana 4 5 6\n", "v.txt:2: not UTF-8 text (a binary file?)" + HINT),
+        (b"\x89PNG\r\n\x1a\n\x00\x00", "v.txt:1: not UTF-8 text (a binary file?)" + HINT),
+        (
+            b"apple 1 2 3\nban\x01ana 4 5 6\n",
+            "v.txt:2: control characters in a text vector file (a binary file?)" + HINT,
+        ),
+        (b"3 3\napple 1 2 3\nbanana 4 5 6\n", "v.txt:1: the header says 3 words but the file has 2"),
+        (b"1 3\napple 1 2 3\nbanana 4 5 6\n", "v.txt:3: more entries than the 1 the header on line 1 declares"),
+        (b"2 3\napple 1 2 3\nbanana 4 5\n", "v.txt:3: expected 3 numbers after the word, found 2"),
+        (b"2 0\n", "v.txt:1: the header says the vectors have 0 dimensions"),
+    ],
+)
 def test_bad_text_files(data, message):
     assert raises(read_vectors, io.BytesIO(data), name="v.txt") == message
 
 
-@pytest.mark.parametrize("data, message", [
-    (w2v_binary(ENTRIES, n=4), "v.bin:1: the header says 4 words but the file has 3"),
-    (w2v_binary(ENTRIES, n=2), "v.bin: more entries than the 2 the header on line 1 declares"),
-    (w2v_binary(ENTRIES)[:-6], "v.bin: entry 3: the file ends inside a vector (7 of 12 bytes)"),
-    (w2v_binary([("apple", [1, math.nan, 3])]), "v.bin: entry 1 'apple' has a non-finite value (nan)"),
-    (w2v_binary([("app\xffle".encode("latin-1").decode("latin-1"), [1, 2, 3])]).replace(b"\xc3\xbf", b"\xff"),
-     "v.bin: entry 1: the word is not UTF-8 (not word2vec binary?)"),
-])
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (w2v_binary(ENTRIES, n=4), "v.bin:1: the header says 4 words but the file has 3"),
+        (w2v_binary(ENTRIES, n=2), "v.bin: more entries than the 2 the header on line 1 declares"),
+        (w2v_binary(ENTRIES)[:-6], "v.bin: entry 3: the file ends inside a vector (7 of 12 bytes)"),
+        (w2v_binary([("apple", [1, math.nan, 3])]), "v.bin: entry 1 'apple' has a non-finite value (nan)"),
+        (
+            w2v_binary([("app\xffle".encode("latin-1").decode("latin-1"), [1, 2, 3])]).replace(b"\xc3\xbf", b"\xff"),
+            "v.bin: entry 1: the word is not UTF-8 (not word2vec binary?)",
+        ),
+    ],
+)
 def test_bad_binary_files(data, message):
     assert raises(read_vectors, io.BytesIO(data), name="v.bin") == message
 
@@ -367,18 +403,21 @@ def test_bad_npy_files(tmp_path):
     np.save(tmp_path / "v.npy", np.array(EXPECTED))
     (tmp_path / "w.txt").write_text("the\napple\n")
     assert raises(read_vectors, tmp_path / "v.npy") == (
-        f"{tmp_path / 'v.npy'}: a .npy matrix needs a words file (one word per line, in row order)")
+        f"{tmp_path / 'v.npy'}: a .npy matrix needs a words file (one word per line, in row order)"
+    )
     assert raises(read_vectors, tmp_path / "v.npy", words=tmp_path / "w.txt") == (
-        f"{tmp_path / 'w.txt'}: 2 words but the matrix {tmp_path / 'v.npy'} has 3 rows")
+        f"{tmp_path / 'w.txt'}: 2 words but the matrix {tmp_path / 'v.npy'} has 3 rows"
+    )
     (tmp_path / "w.txt").write_text("the\n\nbanana\n")
     assert raises(read_vectors, tmp_path / "v.npy", words=tmp_path / "w.txt") == (
-        f"{tmp_path / 'w.txt'}:2: blank line in a words file")
+        f"{tmp_path / 'w.txt'}:2: blank line in a words file"
+    )
     np.save(tmp_path / "nan.npy", np.array([[1.0, np.inf]]))
     (tmp_path / "w.txt").write_text("apple\n")
     assert raises(read_vectors, tmp_path / "nan.npy", words=tmp_path / "w.txt") == (
-        f"{tmp_path / 'nan.npy'}: row 1 'apple' has a non-finite value (inf)")
+        f"{tmp_path / 'nan.npy'}: row 1 'apple' has a non-finite value (inf)"
+    )
 
 
 def test_missing_file(tmp_path):
-    assert raises(read_vectors, tmp_path / "nope.txt") == (
-        f"{tmp_path / 'nope.txt'}: no such file")
+    assert raises(read_vectors, tmp_path / "nope.txt") == (f"{tmp_path / 'nope.txt'}: no such file")

@@ -25,8 +25,14 @@ def plain(text):
 def terminal(attn, monkeypatch, *args, columns=100, colours="truecolor", env=None):
     """Run as if stdout were a terminal of ``columns`` showing ``colours``."""
     monkeypatch.setattr(common, "is_terminal", lambda: True)
-    environ = {"COLUMNS": str(columns), "TERM": "xterm-256color", "NO_COLOR": None, "FORCE_COLOR": None,
-               "COLORTERM": "truecolor" if colours == "truecolor" else None, **(env or {})}
+    environ = {
+        "COLUMNS": str(columns),
+        "TERM": "xterm-256color",
+        "NO_COLOR": None,
+        "FORCE_COLOR": None,
+        "COLORTERM": "truecolor" if colours == "truecolor" else None,
+        **(env or {}),
+    }
     result = attn(*args, env=environ)
     assert result.exit_code == 0, result.output
     return result.stdout
@@ -41,7 +47,7 @@ def sgr_codes(text):
         while i < len(parts):
             if parts[i] in (38, 48):
                 size = 3 if parts[i + 1] == 5 else 5
-                codes.append(tuple(parts[i:i + size]))
+                codes.append(tuple(parts[i : i + size]))
                 i += size
             else:
                 codes.append(parts[i])
@@ -68,6 +74,7 @@ def big(tmp_path):
 
 # --- labels ---------------------------------------------------------------------------------------
 
+
 def test_long_labels_stay_distinct():
     labels = [f"a_very_long_label_for_key_number_{i}" for i in range(50)]
     short = abbreviate(labels, 12)
@@ -78,11 +85,22 @@ def test_long_labels_stay_distinct():
 
 
 def test_ordinals():
-    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101)] == \
-        ["1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101)] == [
+        "1st",
+        "2nd",
+        "3rd",
+        "4th",
+        "11th",
+        "12th",
+        "13th",
+        "21st",
+        "22nd",
+        "101st",
+    ]
 
 
 # --- colours --------------------------------------------------------------------------------------
+
 
 def test_ink_is_black_or_white_by_luminance():
     assert ink(colour(1.0)) == BLACK  # on viridis yellow
@@ -94,8 +112,7 @@ def test_cells_write_ink_as_explicit_rgb_not_the_themes_black():
     text = render(Heatmap(np.array([[0.9, 0.1]]), ["q"], ["a", "b"], precision=2, style=ViewStyle()))
     assert "\x1b[38;2;0;0;0;48;2;" in text and "\x1b[38;2;255;255;255;48;2;" in text
     assert not {30, 37, 90, 97} & set(sgr_codes(text))  # no ANSI black or white
-    in_256 = render(Heatmap(np.array([[0.9, 0.1]]), ["q"], ["a", "b"], precision=2, style=ViewStyle()),
-                    colours="256")
+    in_256 = render(Heatmap(np.array([[0.9, 0.1]]), ["q"], ["a", "b"], precision=2, style=ViewStyle()), colours="256")
     assert "38;5;16" in in_256 or "38;5;231" in in_256  # the cube's black/white, not palette 0/15
 
 
@@ -130,6 +147,7 @@ def test_scale_decides_the_colour(attn, samples, monkeypatch):
 
 # --- the compact heatmap --------------------------------------------------------------------------
 
+
 def test_pool_keeps_the_largest_and_forbidden_only_when_all_are():
     x = np.array([[0.1, 0.5, np.nan, 0.2, np.nan, np.nan, 0.3]])
     assert np.array_equal(pool(x, 2, 1), [[0.5, 0.2, np.nan, 0.3]], equal_nan=True)
@@ -154,14 +172,18 @@ def test_compact_cells_show_the_largest_weight_of_their_keys(big):
     from attncli.cli.inputs import read_inputs
 
     steps = every_step(read_inputs([str(big)]))
-    heat_map = CompactHeatmap(scaled(steps.weights, None, 1.0), [f"q{i}" for i in range(50)],
-                              [f"k{j}" for j in range(300)])
+    heat_map = CompactHeatmap(
+        scaled(steps.weights, None, 1.0), [f"q{i}" for i in range(50)], [f"k{j}" for j in range(300)]
+    )
     console = Console(width=100, force_terminal=True, color_system="truecolor", file=open("/dev/null", "w"))
-    lines = [line for line in console.render_lines(heat_map, console.options.update(width=100), pad=False)
-             if line[0].text.strip() == "q0"]
+    lines = [
+        line
+        for line in console.render_lines(heat_map, console.options.update(width=100), pad=False)
+        if line[0].text.strip() == "q0"
+    ]
     upper = [segment for segment in lines[0] if "▀" in segment.text]  # q0 above q1, 4 keys a cell
     for c, segment in enumerate(upper):
-        group = steps.weights[:2, 4 * c:4 * c + 4].max(axis=1)
+        group = steps.weights[:2, 4 * c : 4 * c + 4].max(axis=1)
         fg, bg = segment.style.color.triplet, segment.style.bgcolor.triplet
         assert tuple(fg) == colour(group[0]) and tuple(bg) == colour(group[1])
 
@@ -180,8 +202,7 @@ def test_view_can_be_chosen(attn, samples, big, monkeypatch):
     compact = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml", "--view", "compact"))
     assert "8 keys across" in compact and "0.150" not in compact
     rng = np.random.default_rng(3)
-    np.savez(big.parent / "wide.npz", q=rng.normal(size=(3, 4)), k=rng.normal(size=(60, 4)),
-             v=rng.normal(size=(60, 1)))
+    np.savez(big.parent / "wide.npz", q=rng.normal(size=(3, 4)), k=rng.normal(size=(60, 4)), v=rng.normal(size=(60, 1)))
     numbers = plain(terminal(attn, monkeypatch, "run", big.parent / "wide.npz", "--view", "numbers", columns=200))
     assert "columns 1–" in numbers and "of 60" in numbers
     wide = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml", columns=50))
@@ -210,8 +231,9 @@ def test_100000_keys_draw_quickly(attn, monkeypatch, tmp_path):
 
 def test_long_labels_at_60_columns(attn, monkeypatch, tmp_path):
     names = [f"a_very_long_label_for_key_number_{i}" for i in range(50)]
-    (tmp_path / "q.csv").write_text("name,x\n" + "".join(f"{n.replace('key', 'query')},{i}\n"
-                                                         for i, n in enumerate(names[:3])))
+    (tmp_path / "q.csv").write_text(
+        "name,x\n" + "".join(f"{n.replace('key', 'query')},{i}\n" for i, n in enumerate(names[:3]))
+    )
     (tmp_path / "k.csv").write_text("name,x\n" + "".join(f"{n},{i / 10}\n" for i, n in enumerate(names)))
     (tmp_path / "v.csv").write_text("name,a\n" + "".join(f"{n},{i}\n" for i, n in enumerate(names)))
     files = [tmp_path / f"{n}.csv" for n in "qkv"]
@@ -226,6 +248,7 @@ def test_long_labels_at_60_columns(attn, monkeypatch, tmp_path):
 
 # --- the top keys ---------------------------------------------------------------------------------
 
+
 def test_top_keys_and_the_rest(attn, samples, monkeypatch):
     text = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml", "--top", "3"))
     row = next(line for line in text.splitlines() if "#8517dc" in line and "0.158" in line)
@@ -238,18 +261,24 @@ def test_top_keys_skip_forbidden_pairs():
     w = np.array([[0.5, 0.3, 0.2], [0.0, 0.0, 1.0]])
     allowed = np.array([[True, True, True], [False, False, True]])
     assert top_keys(w, allowed, 2).tolist() == [[0, 1], [2, 0]]
-    text = plain(render(Heatmap(w, ["a", "b"], ["x", "y", "z"], precision=2, allowed=allowed,
-                                style=ViewStyle(view="top", top=2))))
+    text = plain(
+        render(
+            Heatmap(w, ["a", "b"], ["x", "y", "z"], precision=2, allowed=allowed, style=ViewStyle(view="top", top=2))
+        )
+    )
     b = next(line for line in text.splitlines() if line.startswith("b "))
     assert "z 1.00" in b and "x" not in b and "in 0 keys" not in b
 
 
 def test_top_and_another_view_is_a_usage_error(attn, samples):
-    assert attn.fails("run", samples / "colors.yaml", "--top", "3", "--view", "numbers", code=2) == \
-        "--top 3 shows the top view, not --view numbers (give one of them)"
+    assert (
+        attn.fails("run", samples / "colors.yaml", "--top", "3", "--view", "numbers", code=2)
+        == "--top 3 shows the top view, not --view numbers (give one of them)"
+    )
 
 
 # --- attn trace -----------------------------------------------------------------------------------
+
 
 def test_trace_overview_is_a_grid_of_heads(attn, monkeypatch):
     pytest.importorskip("tokenizers")
@@ -343,8 +372,12 @@ def test_pool_of_signed_values_keeps_the_largest_magnitude_and_its_sign():
 
 def grad_inputs(path, q_heads, kv_heads, n_q, n_k, d, seed=4):
     rng = np.random.default_rng(seed)
-    names = {"q": (1, q_heads, n_q, d), "k": (1, kv_heads, n_k, d), "v": (1, kv_heads, n_k, d),
-             "dout": (1, q_heads, n_q, d)}
+    names = {
+        "q": (1, q_heads, n_q, d),
+        "k": (1, kv_heads, n_k, d),
+        "v": (1, kv_heads, n_k, d),
+        "dout": (1, q_heads, n_q, d),
+    }
     for name, shape in names.items():
         np.save(path / f"{name}.npy", rng.normal(size=shape))
     return [path / "q.npy", path / "k.npy", path / "v.npy", "--dout", path / "dout.npy"]
@@ -357,7 +390,7 @@ def test_attn_grad_draws_a_heatmap_per_gradient(attn, monkeypatch, tmp_path):
     files = [tmp_path / f"{n}.csv" for n in "qkv"]
     text = terminal(attn, monkeypatch, "grad", *files, "--dout", tmp_path / "dout.csv")
     from attncli import attention_grad
-    from attncli.output.render import short
+    from attncli.output.blocks import short
 
     grads = attention_grad(*(np.loadtxt(tmp_path / f"{n}.csv", delimiter=",") for n in ("q", "k", "v", "dout")))
     for name in ("dq", "dk", "dv"):
@@ -365,8 +398,7 @@ def test_attn_grad_draws_a_heatmap_per_gradient(attn, monkeypatch, tmp_path):
         assert f"−{top} ▕" in plain(text) and f"▏ +{top}" in plain(text)  # a legend per gradient
     assert (48, 2, *colour(1.0, signed=True)) in sgr_codes(text) and "0.150" not in text
     assert f"{grads.dq[0, 0]:.3f}" in plain(text)  # small: the numbers in the cells
-    bare = plain(terminal(attn, monkeypatch, "grad", *files, "--dout", tmp_path / "dout.csv",
-                          env={"NO_COLOR": "1"}))
+    bare = plain(terminal(attn, monkeypatch, "grad", *files, "--dout", tmp_path / "dout.csv", env={"NO_COLOR": "1"}))
     assert f"{grads.dk[1, 1]:.3f}" in bare and "(no colour: read the signs)" in bare
     numbers = terminal(attn, monkeypatch, "grad", *files, "--dout", tmp_path / "dout.csv", "--view", "numbers")
     assert "48;2" not in numbers and "▕" not in numbers and f"{grads.dv[2, 0]:.3f}" in numbers

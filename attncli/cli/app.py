@@ -103,8 +103,9 @@ class AttnGroup(TyperGroup):
         notes.clear()
         try:
             if sys.stdout is None:  # started with stdout closed: `attn run ... >&-`
-                raise AttnError("stdout is closed, so the result has nowhere to go",
-                                hint="redirect it to a file, or to /dev/null")
+                raise AttnError(
+                    "stdout is closed, so the result has nowhere to go", hint="redirect it to a file, or to /dev/null"
+                )
             with on_interrupt(remove_temporaries):
                 result = run_interruptibly(lambda: super(AttnGroup, self).invoke(ctx))
             notes.flush()  # on success only: a failure prints its one error line
@@ -134,8 +135,10 @@ class AttnGroup(TyperGroup):
             # A bug: still one line for the user; ATTN_DEBUG=1 shows the traceback.
             if os.environ.get("ATTN_DEBUG"):
                 raise
-            report(f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
-                   "(a bug in attn: ATTN_DEBUG=1 shows where; please report it)")
+            report(
+                f"internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''} "
+                "(a bug in attn: ATTN_DEBUG=1 shows where; please report it)"
+            )
             raise typer.Exit(EXIT_INTERNAL) from None
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -150,12 +153,21 @@ class AttnGroup(TyperGroup):
 
         format_group_help(self, ctx, formatter, CLOSING)
 
-    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,  # type: ignore[override]
-             standalone_mode: bool = True, **extra: Any) -> Any:
+    def main(  # type: ignore[override]
+        self,
+        args: Any = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
         try:
             result = super().main(
-                args=args, prog_name=prog_name or "attn", complete_var=complete_var,
-                standalone_mode=False, **extra,
+                args=args,
+                prog_name=prog_name or "attn",
+                complete_var=complete_var,
+                standalone_mode=False,
+                **extra,
             )
             code = result if isinstance(result, int) else 0
         except ClickException as e:
@@ -203,8 +215,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                 help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Compute attention, softmax(QKᵀ/√d_k)V, on your own matrices and see every step.
 
@@ -257,8 +270,9 @@ def command(name: str) -> Any:
 
     spec: CommandSpec = importlib.import_module(f"attncli.cli.commands.{COMMANDS[name]}").COMMAND
     single = typer.Typer(rich_markup_mode=None, pretty_exceptions_enable=False, add_completion=False)
-    single.command(name, epilog=spec.examples, cls=spec.cls,
-                   context_settings={"help_option_names": ["-h", "--help"]})(spec.function)
+    single.command(name, epilog=spec.examples, cls=spec.cls, context_settings={"help_option_names": ["-h", "--help"]})(
+        spec.function
+    )
     return typer.main.get_command(single)
 
 

@@ -58,21 +58,27 @@ def window_sides(value: Any) -> tuple[int, int]:
     else:
         parts = [p.strip() for p in str(value).strip("[]() ").split(",")]
     try:
-        if len(parts) != 2 or any(isinstance(p, bool) or (isinstance(p, float) and not p.is_integer())
-                                  for p in parts):
+        if len(parts) != 2 or any(isinstance(p, bool) or (isinstance(p, float) and not p.is_integer()) for p in parts):
             raise ValueError
         left, right = (int(p) for p in parts)
     except (ValueError, TypeError, OverflowError):
         shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-        raise AttnError(f"expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got {shown!r}",
-                        hint="a causal sliding window of W keys is W-1,0") from None
+        raise AttnError(
+            f"expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got {shown!r}",
+            hint="a causal sliding window of W keys is W-1,0",
+        ) from None
     return left, right
 
 
-TemperatureOption = Annotated[float, typer.Option(  # softmax's too
-    "--temperature", "-t", metavar="T",
-    help="Divide the scores by this before softmax: above 1 flattens the weights, below 1 sharpens them.",
-)]
+TemperatureOption = Annotated[
+    float,
+    typer.Option(  # softmax's too
+        "--temperature",
+        "-t",
+        metavar="T",
+        help="Divide the scores by this before softmax: above 1 flattens the weights, below 1 sharpens them.",
+    ),
+]
 
 
 def option(alias: Any, default: Any = None) -> Any:
@@ -85,74 +91,182 @@ class AttentionFlags:
     """The attention options as typed on the command line (and, through
     ``with_settings``, a bundle's settings), in the order help shows them."""
 
-    mask: str | None = option(Annotated[str | None, typer.Option(
-        "--mask", metavar="FILE",
-        help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix of booleans, or of "
-             "0/1 or true/false cells: 1 = may attend. Numbers to add to the scores go in --bias.",
-    ), READS])
-    bias: str | None = option(Annotated[str | None, typer.Option(
-        "--bias", metavar="FILE",
-        help="Numbers added to the scaled scores before softmax: an n_q×n_k (or 1×n_k) matrix; -inf "
-             "forbids a pair. PyTorch's float attn_mask is such a bias: pass it here, not as --mask.",
-    ), READS])
-    causal: bool = option(Annotated[bool, typer.Option(
-        "--causal/--no-causal",
-        help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX). "
-             "--no-causal overrides a bundle's causal: true.",
-    )], False)
-    causal_align: Align | None = option(Annotated[Align | None, typer.Option(
-        "--causal-align", show_default=False,
-        help="Causal alignment when n_q ≠ n_k (implies --causal). bottom-right: the last query sees "
-             "every key, as when new tokens follow cached ones.",
-    )])
-    scale: float | None = option(Annotated[float | None, typer.Option(
-        "--scale", metavar="S", show_default=False,
-        help="Multiply the scores QKᵀ by this. Default 1/√d_k (1 with --similarity cosine).",
-    )])
+    mask: str | None = option(
+        Annotated[
+            str | None,
+            typer.Option(
+                "--mask",
+                metavar="FILE",
+                help="Which keys each query may attend to: an n_q×n_k (or 1×n_k) matrix of booleans, or of "
+                "0/1 or true/false cells: 1 = may attend. Numbers to add to the scores go in --bias.",
+            ),
+            READS,
+        ]
+    )
+    bias: str | None = option(
+        Annotated[
+            str | None,
+            typer.Option(
+                "--bias",
+                metavar="FILE",
+                help="Numbers added to the scaled scores before softmax: an n_q×n_k (or 1×n_k) matrix; -inf "
+                "forbids a pair. PyTorch's float attn_mask is such a bias: pass it here, not as --mask.",
+            ),
+            READS,
+        ]
+    )
+    causal: bool = option(
+        Annotated[
+            bool,
+            typer.Option(
+                "--causal/--no-causal",
+                help="Query i attends only to keys 0..i (top-left aligned, as PyTorch is_causal and JAX). "
+                "--no-causal overrides a bundle's causal: true.",
+            ),
+        ],
+        False,
+    )
+    causal_align: Align | None = option(
+        Annotated[
+            Align | None,
+            typer.Option(
+                "--causal-align",
+                show_default=False,
+                help="Causal alignment when n_q ≠ n_k (implies --causal). bottom-right: the last query sees "
+                "every key, as when new tokens follow cached ones.",
+            ),
+        ]
+    )
+    scale: float | None = option(
+        Annotated[
+            float | None,
+            typer.Option(
+                "--scale",
+                metavar="S",
+                show_default=False,
+                help="Multiply the scores QKᵀ by this. Default 1/√d_k (1 with --similarity cosine).",
+            ),
+        ]
+    )
     temperature: float = option(TemperatureOption, 1.0)
-    similarity: Similarity = option(Annotated[Similarity, typer.Option(
-        "--similarity",
-        help="dot: QKᵀ. cosine: dot products of unit-length rows, so only directions count (seed 000's footnote).",
-    )], Similarity("dot"))
-    window: tuple[int, int] | None = option(Annotated[Any, typer.Option(
-        "--window", metavar="LEFT,RIGHT", show_default=False, parser=ValueParser(window_sides, "--window"),
-        help="A local window, FlashAttention's window_size: query i sees keys i+n_k-n_q-LEFT .. i+n_k-n_q+RIGHT "
-             "(inclusive); -1, or a side at least as long as the keys, leaves a side unbounded. A sliding window "
-             "of W keys with causal is W-1,0.",
-    )])
-    softcap: float | None = option(Annotated[float | None, typer.Option(
-        "--softcap", metavar="C", show_default=False,
-        help="Soft-cap the scaled scores: C·tanh(scores/C), before any bias or mask (Gemma 2: 50).",
-    )])
-    alibi: bool = option(Annotated[bool, typer.Option(
-        "--alibi",
-        help="ALiBi: add -m_h·|i+n_k-n_q-j| to head h's scores, slopes m_h = 2^(-8(h+1)/H) (Press et al.).",
-    )], False)
-    alibi_slopes: str | None = option(Annotated[str | None, typer.Option(
-        "--alibi-slopes", metavar="FILE", show_default=False,
-        help="ALiBi with your own slopes: one number per query head (implies --alibi).",
-    ), READS])
-    rope: RopeStyle | None = option(Annotated[RopeStyle | None, typer.Option(
-        "--rope", show_default=False,
-        help="Rotate Q and K by position first (RoPE). neox: halves, rotate_half (Hugging Face LLaMA, GPT-NeoX); "
-             "gptj: interleaved pairs (GPT-J, Meta's complex form). Keys at 0..n_k-1, queries at n_k-n_q+i.",
-    )])
-    rope_theta: float = option(Annotated[float, typer.Option(
-        "--rope-theta", metavar="BASE", help="RoPE's base: pair i turns by position·BASE^(-2i/dim).",
-    )], 10000.0)
-    rope_dim: int | None = option(Annotated[int | None, typer.Option(
-        "--rope-dim", metavar="N", show_default=False,
-        help="Rotate only the first N features of each head (Pythia, GPT-NeoX's rotary_pct). Default: all.",
-    )])
-    rope_offset: int | None = option(Annotated[int | None, typer.Option(
-        "--rope-offset", metavar="P", show_default=False,
-        help="The first query's RoPE position (within ±2^32). Default n_k-n_q: the queries are the last tokens.",
-    )])
-    sinks: str | None = option(Annotated[str | None, typer.Option(
-        "--sinks", metavar="FILE", show_default=False,
-        help="Attention sinks (gpt-oss): one logit per query head that joins each row's softmax and is then "
-             "dropped, so rows sum to less than 1.",
-    ), READS])
+    similarity: Similarity = option(
+        Annotated[
+            Similarity,
+            typer.Option(
+                "--similarity",
+                help="dot: QKᵀ. cosine: dot products of unit-length rows, so only directions count "
+                "(seed 000's footnote).",
+            ),
+        ],
+        Similarity("dot"),
+    )
+    window: tuple[int, int] | None = option(
+        Annotated[
+            Any,
+            typer.Option(
+                "--window",
+                metavar="LEFT,RIGHT",
+                show_default=False,
+                parser=ValueParser(window_sides, "--window"),
+                help="A local window, FlashAttention's window_size: query i sees keys "
+                "i+n_k-n_q-LEFT .. i+n_k-n_q+RIGHT "
+                "(inclusive); -1, or a side at least as long as the keys, leaves a side unbounded. A sliding window "
+                "of W keys with causal is W-1,0.",
+            ),
+        ]
+    )
+    softcap: float | None = option(
+        Annotated[
+            float | None,
+            typer.Option(
+                "--softcap",
+                metavar="C",
+                show_default=False,
+                help="Soft-cap the scaled scores: C·tanh(scores/C), before any bias or mask (Gemma 2: 50).",
+            ),
+        ]
+    )
+    alibi: bool = option(
+        Annotated[
+            bool,
+            typer.Option(
+                "--alibi",
+                help="ALiBi: add -m_h·|i+n_k-n_q-j| to head h's scores, slopes m_h = 2^(-8(h+1)/H) (Press et al.).",
+            ),
+        ],
+        False,
+    )
+    alibi_slopes: str | None = option(
+        Annotated[
+            str | None,
+            typer.Option(
+                "--alibi-slopes",
+                metavar="FILE",
+                show_default=False,
+                help="ALiBi with your own slopes: one number per query head (implies --alibi).",
+            ),
+            READS,
+        ]
+    )
+    rope: RopeStyle | None = option(
+        Annotated[
+            RopeStyle | None,
+            typer.Option(
+                "--rope",
+                show_default=False,
+                help="Rotate Q and K by position first (RoPE). neox: halves, rotate_half "
+                "(Hugging Face LLaMA, GPT-NeoX); "
+                "gptj: interleaved pairs (GPT-J, Meta's complex form). Keys at 0..n_k-1, queries at n_k-n_q+i.",
+            ),
+        ]
+    )
+    rope_theta: float = option(
+        Annotated[
+            float,
+            typer.Option(
+                "--rope-theta",
+                metavar="BASE",
+                help="RoPE's base: pair i turns by position·BASE^(-2i/dim).",
+            ),
+        ],
+        10000.0,
+    )
+    rope_dim: int | None = option(
+        Annotated[
+            int | None,
+            typer.Option(
+                "--rope-dim",
+                metavar="N",
+                show_default=False,
+                help="Rotate only the first N features of each head (Pythia, GPT-NeoX's rotary_pct). Default: all.",
+            ),
+        ]
+    )
+    rope_offset: int | None = option(
+        Annotated[
+            int | None,
+            typer.Option(
+                "--rope-offset",
+                metavar="P",
+                show_default=False,
+                help="The first query's RoPE position (within ±2^32). Default n_k-n_q: the queries are the "
+                "last tokens.",
+            ),
+        ]
+    )
+    sinks: str | None = option(
+        Annotated[
+            str | None,
+            typer.Option(
+                "--sinks",
+                metavar="FILE",
+                show_default=False,
+                help="Attention sinks (gpt-oss): one logit per query head that joins each row's softmax and is then "
+                "dropped, so rows sum to less than 1.",
+            ),
+            READS,
+        ]
+    )
     given: frozenset[str] = frozenset()  # the options typed on the command line: they override a bundle
 
     def build(self, arrays: OptionArrays | None = None) -> AttentionOptions:
@@ -172,40 +286,67 @@ class AttentionFlags:
                 bias = np.where(finite, bias, 0.0)
             except ValueError:  # shapes that do not fit: the core names them
                 pass
-        causal: CausalAlign | None = self.causal_align.value if self.causal_align is not None else (
-            "top-left" if self.causal else None)
+        causal: CausalAlign | None = (
+            self.causal_align.value if self.causal_align is not None else ("top-left" if self.causal else None)
+        )
         rope = None
         if self.rope is not None:
             rope = Rope(self.rope.value, self.rope_theta, self.rope_dim, self.rope_offset)
         else:
-            given = [flag for flag, value in (("--rope-theta", self.rope_theta != 10000.0),
-                                              ("--rope-dim", self.rope_dim is not None),
-                                              ("--rope-offset", self.rope_offset is not None)) if value]
+            given = [
+                flag
+                for flag, value in (
+                    ("--rope-theta", self.rope_theta != 10000.0),
+                    ("--rope-dim", self.rope_dim is not None),
+                    ("--rope-offset", self.rope_offset is not None),
+                )
+                if value
+            ]
             if given:
                 raise UsageError(f"{given[0]} goes with --rope", hint="add --rope neox or --rope gptj")
-        same = {f.name: getattr(self, f.name) for f in fields(AttentionOptions)
-                if f.name not in MADE_BY_BUILD and hasattr(self, f.name)}
-        return AttentionOptions(**same, similarity=self.similarity.value, causal=causal, mask=mask, bias=bias,
-                                alibi_slopes=arrays.alibi_slopes, rope=rope, sinks=arrays.sinks)
+        same = {
+            f.name: getattr(self, f.name)
+            for f in fields(AttentionOptions)
+            if f.name not in MADE_BY_BUILD and hasattr(self, f.name)
+        }
+        return AttentionOptions(
+            **same,
+            similarity=self.similarity.value,
+            causal=causal,
+            mask=mask,
+            bias=bias,
+            alibi_slopes=arrays.alibi_slopes,
+            rope=rope,
+            sinks=arrays.sinks,
+        )
 
     def with_settings(self, settings: BundleSettings) -> AttentionFlags:
         """These flags with a bundle's settings for the options not given on the command
         line, each converted by its option's type, limits or parser; then checked once by
         the core (an error names the setting that caused it, and its line)."""
         names = setting_names()
-        values = settings.fill({name: getattr(self, name) for name in names}, {n: ALIASES[n] for n in names},
-                               self.given)
+        values = settings.fill(
+            {name: getattr(self, name) for name in names}, {n: ALIASES[n] for n in names}, self.given
+        )
         filled = replace(self, **values)
         try:
             filled.build()
         except AttnError as e:
-            culprit = None if e.source is not None else next(
-                (name for name in settings.values if name in values and name not in self.given
-                 and not _builds(name, values)), None)
+            culprit = (
+                None
+                if e.source is not None
+                else next(
+                    (
+                        name
+                        for name in settings.values
+                        if name in values and name not in self.given and not _builds(name, values)
+                    ),
+                    None,
+                )
+            )
             if culprit is None:  # the command line's own mistake, or one of data
                 raise
-            raise AttnError(e.message, source=settings.source, line=settings.lines.get(culprit),
-                            hint=e.hint) from None
+            raise AttnError(e.message, source=settings.source, line=settings.lines.get(culprit), hint=e.hint) from None
         return filled
 
 
@@ -239,8 +380,9 @@ FROM_OPTIONS = AttentionFlags()  # the placeholder default of ``attention``: @at
 
 # Each attention option once: its Annotated alias, by name, in the order help shows them.
 ALIASES: dict[str, Any] = {f.name: f.metadata["alias"] for f in fields(AttentionFlags) if "alias" in f.metadata}
-ATTENTION_OPTIONS: dict[str, tuple[Any, Any]] = {f.name: (f.metadata["alias"], f.default)
-                                                 for f in fields(AttentionFlags) if "alias" in f.metadata}
+ATTENTION_OPTIONS: dict[str, tuple[Any, Any]] = {
+    f.name: (f.metadata["alias"], f.default) for f in fields(AttentionFlags) if "alias" in f.metadata
+}
 
 
 def setting_names() -> list[str]:
@@ -283,11 +425,17 @@ def allowed_cells(values: np.ndarray, source: str, given_as: str) -> np.ndarray:
     cells = np.isin(values, (0, 1))
     if not cells.all():
         other = float(values[~cells].flat[0])
-        raise AttnError(f"the mask holds {other:g}, but a mask holds only 1 (may attend) and 0 (may not)",
-                        source=source, hint=f"to add numbers to the scores, {AS_BIAS[given_as]}")
+        raise AttnError(
+            f"the mask holds {other:g}, but a mask holds only 1 (may attend) and 0 (may not)",
+            source=source,
+            hint=f"to add numbers to the scores, {AS_BIAS[given_as]}",
+        )
     if not values.any():
-        note(f"the mask's cells are all 0, so no query may attend to any key; if it is PyTorch's float "
-             f"attn_mask, which is added to the scores, {AS_BIAS[given_as]}", source)
+        note(
+            f"the mask's cells are all 0, so no query may attend to any key; if it is PyTorch's float "
+            f"attn_mask, which is added to the scores, {AS_BIAS[given_as]}",
+            source,
+        )
     return values.astype(bool)
 
 

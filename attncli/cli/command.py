@@ -44,9 +44,13 @@ class OnceCommand(AttnCommand):
                 _, _, order = self.make_parser(ctx).parse_args(args=list(args))
             except Exception:  # Click reports malformed command lines itself, below
                 order = []
-            counts = Counter(param for param in order
-                             if getattr(param, "param_type_name", "") == "option"
-                             and not getattr(param, "multiple", False) and not getattr(param, "count", False))
+            counts = Counter(
+                param
+                for param in order
+                if getattr(param, "param_type_name", "") == "option"
+                and not getattr(param, "multiple", False)
+                and not getattr(param, "count", False)
+            )
             for param, times in counts.items():
                 if times > 1:
                     name = max(param.opts, key=len)

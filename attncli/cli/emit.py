@@ -97,8 +97,9 @@ def emit(result: Result, flags: OutputFlags, title: str = "attn") -> None:
     writer = WRITERS[fmt.value]
     what = result.data if writer.whole else replace(result.matrices[which], name=which)
     if writer.binary and is_terminal():
-        raise UsageError(f"refusing to write binary {writer.name.upper()} to a terminal",
-                         hint=f"redirect it: > out.{writer.name}")
+        raise UsageError(
+            f"refusing to write binary {writer.name.upper()} to a terminal", hint=f"redirect it: > out.{writer.name}"
+        )
     stream = sys.stdout.buffer if writer.binary else sys.stdout
     with writing_stdout():
         writer.write(cast(IO[Any], _Printable(stream)) if is_terminal() else stream, what)
@@ -137,8 +138,11 @@ def writing_stdout() -> Iterator[None]:
         raise file_error(STDOUT_NAME, e, writing=True) from None
     except UnicodeEncodeError as e:
         silence_stdout()
-        raise AttnError(f"cannot write {e.object[e.start:e.end]!r}: stdout's encoding is {e.encoding}",
-                        source=STDOUT_NAME, hint="set PYTHONIOENCODING=utf-8, or use a UTF-8 locale") from None
+        raise AttnError(
+            f"cannot write {e.object[e.start : e.end]!r}: stdout's encoding is {e.encoding}",
+            source=STDOUT_NAME,
+            hint="set PYTHONIOENCODING=utf-8, or use a UTF-8 locale",
+        ) from None
 
 
 def silence_stdout() -> None:

@@ -1,5 +1,5 @@
 """``attn explain``'s view: the steps one under another, each a heading, a
-sentence or two and the numbers. What each step shows comes from the
+sentence or two and the numbers (and with --grad the backward pass's). What each step shows comes from the
 reference's ``Steps`` (nothing is worked out again here) and what each
 setting says from the core's declaration (``core.options.SAYINGS``)."""
 
@@ -22,8 +22,10 @@ if TYPE_CHECKING:
     from attncli.output.heatmap import ViewStyle
 
 TERMS = 8  # terms written out in a sum before the rest are summarised
-ORDER = ("logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
-         "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)")
+ORDER = (
+    "logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
+    "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)"
+)
 
 
 @dataclass
@@ -60,8 +62,14 @@ class Page:
         return number_table(values, row_labels, col_labels, precision=self.precision, title=title)
 
 
-def explain_view(inputs: Inputs, steps: Steps, i: int, precision: int, style: ViewStyle | None = None,
-                 backward: dict[str, np.ndarray] | None = None) -> Any:
+def explain_view(
+    inputs: Inputs,
+    steps: Steps,
+    i: int,
+    precision: int,
+    style: ViewStyle | None = None,
+    backward: dict[str, np.ndarray] | None = None,
+) -> Any:
     """The steps one under another, for query row ``i`` of one head."""
     from rich.text import Text
 
@@ -78,38 +86,71 @@ def explain_view(inputs: Inputs, steps: Steps, i: int, precision: int, style: Vi
     if inputs.head is not None:
         lines.append(f"batch {inputs.head[0]} · head {inputs.head[1]} of the tensors (--batch, --head choose another)")
     sections = [
-        Text.assemble(("attention, step by step: ", "bold"), "softmax(QKᵀ/√d_k)V",
-                      ("\n" + inputs.description) if inputs.description else "", "\n",
-                      settings_line(options, page.call, steps.allowed), *(p for line in lines for p in ("\n", line))),
-        page.heading("The inputs",
-                     "Each row is a vector. Every query is compared with every key, and each key has a value."),
-        page.table(q, page.rows, inputs.q.col_labels or columns(d_k), f"Q: {plural(n_q, 'query', 'queries')}, "
-                   f"{n_q}×{d_k}"),
+        Text.assemble(
+            ("attention, step by step: ", "bold"),
+            "softmax(QKᵀ/√d_k)V",
+            ("\n" + inputs.description) if inputs.description else "",
+            "\n",
+            settings_line(options, page.call, steps.allowed),
+            *(p for line in lines for p in ("\n", line)),
+        ),
+        page.heading(
+            "The inputs", "Each row is a vector. Every query is compared with every key, and each key has a value."
+        ),
+        page.table(
+            q, page.rows, inputs.q.col_labels or columns(d_k), f"Q: {plural(n_q, 'query', 'queries')}, {n_q}×{d_k}"
+        ),
         page.table(k, page.key_rows, inputs.k.col_labels or columns(d_k), f"K: {plural(n_k, 'key')}, {n_k}×{d_k}"),
         page.table(v, page.key_rows, inputs.columns, f"V: one value per key, {n_k}×{d_v}"),
         *rope_section(page),
         page.heading("Scores: cos(q, k)" if cosine else "Scores: QKᵀ", *score_sentences(page)),
-        page.table(steps.scores, page.rows, page.key_cols, "scores = cos(q, k) of each query and key, queries down, "
-                   "keys across" if cosine else "scores = Q · Kᵀ, queries down, keys across"),
+        page.table(
+            steps.scores,
+            page.rows,
+            page.key_cols,
+            "scores = cos(q, k) of each query and key, queries down, keys across"
+            if cosine
+            else "scores = Q · Kᵀ, queries down, keys across",
+        ),
         page.heading("Scaled scores", page.said("scale"), page.said("temperature")),
         page.table(steps.scaled, page.rows, page.key_cols, "scaled scores"),
         *softcap_section(page),
         *mask_section(page),
-        page.heading("Weights: softmax of each row", page.said("sinks") or (
-            "Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: e^x / Σ e^x, so "
-            "the biggest score gets the most weight. Brighter = more attention.")),
-        heatmap(steps.weights, page.rows, page.key_cols, precision=precision, allowed=steps.allowed,
-                title=f"weights, {rows_sum(options, n_q, n_k)}", style=style),
-        page.heading("Output: weights · V",
-                     "Each query's output is the values added up, each times the query's weight for its key:"),
-        Text(weighted_sum(inputs.queries[i], steps.weights[i], v, steps.output[i], precision,
-                          None if steps.allowed is None else steps.allowed[i])),
+        page.heading(
+            "Weights: softmax of each row",
+            page.said("sinks")
+            or (
+                "Softmax turns each row of scaled scores into weights between 0 and 1 that sum to 1: e^x / Σ e^x, so "
+                "the biggest score gets the most weight. Brighter = more attention."
+            ),
+        ),
+        heatmap(
+            steps.weights,
+            page.rows,
+            page.key_cols,
+            precision=precision,
+            allowed=steps.allowed,
+            title=f"weights, {rows_sum(options, n_q, n_k)}",
+            style=style,
+        ),
+        page.heading(
+            "Output: weights · V",
+            "Each query's output is the values added up, each times the query's weight for its key:",
+        ),
+        Text(
+            weighted_sum(
+                inputs.queries[i],
+                steps.weights[i],
+                v,
+                steps.output[i],
+                precision,
+                None if steps.allowed is None else steps.allowed[i],
+            )
+        ),
         page.table(steps.output, page.rows, inputs.columns, "output = weights · V"),
         readings(inputs, steps, precision, rows=[i]),
     ]
     if backward is not None:
-        from attncli.cli.explained_backward import backward_sections
-
         sections += backward_sections(page, backward)
     return stack(*sections)
 
@@ -120,40 +161,62 @@ def rope_section(page: Page) -> list[Any]:
     if rotated is None or rope is None:
         return []
     names = [f"d{j}" for j in range(rotated[0].shape[-1])]
-    return [page.heading(f"RoPE ({rope.style}): Q and K rotated by position", page.said("rope")),
-            page.table(rotated[0], page.rows, names, "RoPE(Q)"),
-            page.table(rotated[1], page.key_rows, names, "RoPE(K)")]
+    return [
+        page.heading(f"RoPE ({rope.style}): Q and K rotated by position", page.said("rope")),
+        page.table(rotated[0], page.rows, names, "RoPE(Q)"),
+        page.table(rotated[1], page.key_rows, names, "RoPE(K)"),
+    ]
 
 
 def softcap_section(page: Page) -> list[Any]:
     """With a soft-cap: the scaled scores squashed into ±C."""
     if page.steps.capped is None:
         return []
-    return [page.heading("Soft-cap", page.said("softcap")),
-            page.table(page.steps.capped, page.rows, page.key_cols, "soft-capped scores")]
+    return [
+        page.heading("Soft-cap", page.said("softcap")),
+        page.table(page.steps.capped, page.rows, page.key_cols, "soft-capped scores"),
+    ]
+
+
+# The settings whose sentences have a place of their own above; any other setting's sentence
+# (a setting added later) is said where the logits are shown, so every setting is explained.
+PLACED = frozenset(
+    {"scale", "temperature", "similarity", "rope", "softcap", "window", "causal", "alibi_slopes", "bias", "sinks"}
+)
 
 
 def mask_section(page: Page) -> list[Any]:
-    """When a mask, causal, a window, ALiBi or a bias changes the scores: which pairs
-    are forbidden, and the logits."""
+    """When a mask, causal, a window, ALiBi, a bias or another setting changes the
+    scores: which pairs are forbidden, and the logits."""
     import numpy as np
+
+    from attncli.core.options import said
 
     steps, options = page.steps, page.inputs.options
     last = steps.capped if steps.capped is not None else steps.scaled
     biased, alibi = options.bias is not None, options.uses_alibi
-    if steps.allowed is None and not biased and np.array_equal(steps.logits, last):
+    others = [s.explain for s in said(options, page.call) if s.explain and s.field not in PLACED]
+    if steps.allowed is None and not biased and not others and np.array_equal(steps.logits, last):
         return []
     parts = []
     if steps.allowed is not None:
         why = "".join(" " + s for s in (page.said("window"), None if page.inputs.masked else page.said("causal")) if s)
-        parts.append(f"The mask forbids {int((~steps.allowed).sum())} of {steps.allowed.size} query–key pairs (–)."
-                     f"{why} A forbidden pair's score becomes −∞, so softmax gives it weight 0.")
-    parts += [s for s in (page.said("alibi_slopes"), page.said("bias")) if s]
+        parts.append(
+            f"The mask forbids {int((~steps.allowed).sum())} of {steps.allowed.size} query–key pairs (–)."
+            f"{why} A forbidden pair's score becomes −∞, so softmax gives it weight 0."
+        )
+    parts += [s for s in (page.said("alibi_slopes"), page.said("bias")) if s] + others
     shown = [name for name, used in (("mask", steps.allowed is not None), ("bias", biased), ("ALiBi", alibi)) if used]
     title = " and ".join(shown) or "mask"
-    return [page.heading(title[0].upper() + title[1:], *parts),
-            page.table(steps.logits, page.rows, page.key_cols,
-                       f"scaled scores with the {' and '.join(shown) or 'mask'} (−inf = forbidden)")]
+    return [
+        page.heading(title[0].upper() + title[1:], *parts),
+        page.table(
+            steps.logits,
+            page.rows,
+            page.key_cols,
+            f"scaled scores with the {' and '.join(shown) or 'mask'} (−inf = forbidden)",
+        ),
+    ]
 
 
 def score_sentences(page: Page) -> list[str]:
@@ -161,7 +224,7 @@ def score_sentences(page: Page) -> list[str]:
     Q and K with RoPE), in the tables' number format."""
     import math
 
-    from attncli.output.render import fmt
+    from attncli.output.blocks import fmt
 
     inputs, i, precision = page.inputs, page.i, page.precision
     rotated = page.steps.rotated
@@ -171,24 +234,34 @@ def score_sentences(page: Page) -> list[str]:
     if inputs.options.similarity == "cosine":
         lengths = math.sqrt(float(q @ q)) * math.sqrt(float(k @ k))
         cosine = float(q @ k) / lengths if lengths else 0.0
-        return ["A score is the cosine similarity of a query and a key: their dot product divided by both "
-                "lengths, from −1 (opposite directions) to 1 (the same direction).",
-                dot,
-                f"cos({inputs.queries[i]}, {inputs.keys[0]}) = {fmt(float(q @ k), precision)} / "
-                f"({fmt(math.sqrt(float(q @ q)), precision)} × {fmt(math.sqrt(float(k @ k)), precision)}) "
-                f"= {fmt(cosine, precision)}"]
-    return ["A score is the dot product of a query and a key: multiply them number by number and add up. "
-            "The more alike they are, the bigger the score.",
-            dot]
+        return [
+            "A score is the cosine similarity of a query and a key: their dot product divided by both "
+            "lengths, from −1 (opposite directions) to 1 (the same direction).",
+            dot,
+            f"cos({inputs.queries[i]}, {inputs.keys[0]}) = {fmt(float(q @ k), precision)} / "
+            f"({fmt(math.sqrt(float(q @ q)), precision)} × {fmt(math.sqrt(float(k @ k)), precision)}) "
+            f"= {fmt(cosine, precision)}",
+        ]
+    return [
+        "A score is the dot product of a query and a key: multiply them number by number and add up. "
+        "The more alike they are, the bigger the score.",
+        dot,
+    ]
 
 
-def weighted_sum(label: str, weights: np.ndarray, v: np.ndarray, output: np.ndarray, precision: int,
-                 allowed: np.ndarray | None = None) -> str:
+def weighted_sum(
+    label: str,
+    weights: np.ndarray,
+    v: np.ndarray,
+    output: np.ndarray,
+    precision: int,
+    allowed: np.ndarray | None = None,
+) -> str:
     """'#8517dc: 0.150 × [1, 0] + 0.128 × [1, 0] + … = [0.488, 0.512]'.
 
     Forbidden keys are left out; past TERMS keys only the heaviest are written,
     in key order, and the rest are counted."""
-    from attncli.output.render import fmt
+    from attncli.output.blocks import fmt
 
     keys = [j for j in range(len(weights)) if allowed is None or allowed[j]]
     shown = sorted(sorted(keys, key=lambda j: -weights[j])[:TERMS])
@@ -200,7 +273,7 @@ def weighted_sum(label: str, weights: np.ndarray, v: np.ndarray, output: np.ndar
 
 def factor(x: float, precision: int) -> str:
     """A number in a product, as the tables show it, in brackets when negative: 2.000 × (-1.000)."""
-    from attncli.output.render import fmt
+    from attncli.output.blocks import fmt
 
     text = fmt(x, precision)
     return f"({text})" if text.startswith("-") else text
@@ -208,7 +281,7 @@ def factor(x: float, precision: int) -> str:
 
 def vector(row: np.ndarray, precision: int, limit: int = 4) -> str:
     """'[1.000, 0.000]', or '[0.100, 0.200, 0.300, 0.400, … 46 more]' for a long row."""
-    from attncli.output.render import fmt
+    from attncli.output.blocks import fmt
 
     values = [fmt(x, precision) for x in row.tolist()[:limit]]
     more = f", … {len(row) - limit} more" if len(row) > limit else ""
@@ -225,3 +298,93 @@ def columns(d: int) -> list[str]:
     return [f"d{j}" for j in range(d)]
 
 
+def backward_sections(page: Page, b: dict[str, np.ndarray]) -> list[Any]:
+    """dP, the softmax's Jacobian step, dS, and dQ row i term by term."""
+    from rich.text import Text
+
+    from attncli.output.blocks import fmt
+
+    inputs, steps, i, precision = page.inputs, page.steps, page.i, page.precision
+    options = inputs.options
+    rows, key_rows, key_cols = page.rows, page.key_rows, page.key_cols
+    d_k = inputs.q.values.shape[-1]
+    factor_ = steps.scale / options.temperature
+    k_met = steps.rotated[1] if steps.rotated is not None else inputs.k.values  # K as it met Q
+    nonzero = [j for j in range(len(key_rows)) if b["dz"][i, j] != 0]
+    shown = nonzero[:TERMS]
+    written = [f"{factor(b['dz'][i, j], precision)} × {vector(k_met[j], precision)}" for j in shown]
+    row = factor_ * (b["dz"][i] @ k_met)
+    softcap = options.softcap is not None
+    turned = (
+        [
+            f"RoPE's rotation is then turned back (by minus each position's angle): dQ row = "
+            f"{vector(b['dq'][i], precision)}."
+        ]
+        if steps.rotated is not None
+        else []
+    )
+    cosine = (
+        [
+            "With cosine similarity Q and K are unit rows here; the gradient is then taken back through "
+            "their normalisation."
+        ]
+        if options.similarity == "cosine"
+        else []
+    )
+    sections = [
+        page.heading(
+            "Backward: dP = dO · Vᵀ",
+            "Given dO, the gradient of something with respect to each output, every weight's gradient "
+            "is how its value lines up with dO: dP[i, j] = dO[i] · v[j].",
+        ),
+        page.table(b["dout"], rows, inputs.columns, "dO, the output's gradient"),
+        page.table(b["dp"], rows, key_cols, "dP = dO · Vᵀ"),
+        page.heading(
+            "The softmax's Jacobian: rowsum(dO ∘ O)",
+            "Softmax ties each row's weights together (they sum to 1), so raising one lowers the others: "
+            "the gradient of a logit is P[i, j] (dP[i, j] − δ[i]), with δ[i] = Σ_j P[i, j] dP[i, j] "
+            "= dO[i] · O[i].",
+        ),
+        page.table(b["delta"], rows, ["δ"], "δ = rowsum(dO ∘ O)"),
+        page.heading(
+            "dS = P ∘ (dP − δ)",
+            "A pair the mask forbids has P = 0, so no gradient; a query that sees no key gets none."
+            + (
+                " The sinks take no gradient here; theirs is Σ_i −p_sink[i] · δ[i]."
+                if options.sinks is not None
+                else ""
+            ),
+        ),
+        page.table(b["ds"], rows, key_cols, "dS, the logits' gradient"),
+    ]
+    if softcap:
+        sections += [
+            page.heading(
+                "Through the soft-cap",
+                f"cap · tanh(x / cap) has slope 1 − tanh²(x / cap): "
+                f"dZ = dS ∘ (1 − tanh²(scaled / {fmt(float(options.softcap or 0), precision)})).",
+            ),
+            page.table(b["dz"], rows, key_cols, "dZ, the scaled scores' gradient"),
+        ]
+    sections += [
+        page.heading(
+            f"dQ for {inputs.queries[i]}: dZ · K · scale",
+            f"Each query's gradient is the keys, each times its {'dZ' if softcap else 'dS'}, times the "
+            f"scale {fmt(factor_, precision)}:",
+            *cosine,
+        ),
+        Text(
+            f"{inputs.queries[i]}: {fmt(factor_, precision)} × ({' + '.join(written) or '0'}"
+            f"{' + …' if len(shown) < len(nonzero) else ''}) = {vector(row, precision)}"
+            + "".join("\n" + line for line in turned)
+        ),
+        page.table(b["dq"], rows, inputs.q.col_labels or columns(d_k), "dQ = dZ · K · scale"),
+        page.table(
+            b["dk"],
+            key_rows,
+            inputs.k.col_labels or columns(d_k),
+            "dK = dZᵀ · Q · scale (summed over the query heads of a K/V head's group)",
+        ),
+        page.table(b["dv"], key_rows, inputs.columns, "dV = Pᵀ · dO (summed over the group's query heads)"),
+    ]
+    return sections

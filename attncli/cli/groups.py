@@ -15,8 +15,9 @@ from typing import Any
 import typer
 
 
-def option_group(parameter: str, flags: Callable[..., Any], options: dict[str, tuple[Any, Any]],
-                 names: tuple[str, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def option_group(
+    parameter: str, flags: Callable[..., Any], options: dict[str, tuple[Any, Any]], names: tuple[str, ...]
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """A decorator that replaces the command's parameter ``parameter`` by the
     options ``names`` (each an ``Annotated`` alias and its default in ``options``)
     and calls the command with ``parameter=flags(**those values)``. When ``flags``
@@ -27,22 +28,26 @@ def option_group(parameter: str, flags: Callable[..., Any], options: dict[str, t
     def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
         hints = typing.get_type_hints(command, include_extras=True)
         # Typer passes the Click context to the one parameter typed typer.Context: the command's, or ours.
-        own_context = next((name for name, hint in hints.items()
-                            if isinstance(hint, type) and issubclass(hint, typer.Context)), None)
+        own_context = next(
+            (name for name, hint in hints.items() if isinstance(hint, type) and issubclass(hint, typer.Context)), None
+        )
         context = own_context or f"_{parameter}_context"
         parameters = []
         for p in inspect.signature(command).parameters.values():
             if p.name == parameter:
                 for name in names:
                     alias, default = options[name]
-                    parameters.append(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=alias,
-                                                        default=default))
+                    parameters.append(
+                        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, annotation=alias, default=default)
+                    )
                 if wants_given and own_context is None:
-                    parameters.append(inspect.Parameter(context, inspect.Parameter.KEYWORD_ONLY,
-                                                        annotation=typer.Context))
+                    parameters.append(
+                        inspect.Parameter(context, inspect.Parameter.KEYWORD_ONLY, annotation=typer.Context)
+                    )
             else:
-                parameters.append(p.replace(kind=inspect.Parameter.KEYWORD_ONLY,
-                                            annotation=hints.get(p.name, p.annotation)))
+                parameters.append(
+                    p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation))
+                )
 
         @functools.wraps(command)
         def with_flags(**values: Any) -> Any:

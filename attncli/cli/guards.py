@@ -24,8 +24,9 @@ SATURATED_SPAN = 50.0  # ...when its scaled scores span more than this
 SHOWN = 5  # queries named in a note before the rest are counted
 
 
-def check_attention(options: AttentionOptions, queries: list[str], n_k: int, steps: Any = None,
-                    head_count: int = 1) -> None:
+def check_attention(
+    options: AttentionOptions, queries: list[str], n_k: int, steps: Any = None, head_count: int = 1
+) -> None:
     """Note queries that may attend to nothing and, given the ``Steps``,
     queries whose softmax saturates."""
     empty = empty_rows(options, len(queries), n_k)
@@ -38,9 +39,11 @@ def check_attention(options: AttentionOptions, queries: list[str], n_k: int, ste
     if len(rows):
         where = " in some head" if head_count > 1 else ""
         puts = "puts" if len(rows) == 1 else "put"
-        note(f"softmax saturates{where}: {_queries(queries, rows)} {puts} {100 * SATURATED_WEIGHT:g} % or more "
-             f"of the weight on one key, the scaled scores spanning up to {span:,.4g} (scale the inputs down, "
-             "e.g. divide: 255 for 0–255 colours, or raise --temperature)")
+        note(
+            f"softmax saturates{where}: {_queries(queries, rows)} {puts} {100 * SATURATED_WEIGHT:g} % or more "
+            f"of the weight on one key, the scaled scores spanning up to {span:,.4g} (scale the inputs down, "
+            "e.g. divide: 255 for 0–255 colours, or raise --temperature)"
+        )
 
 
 def empty_rows(options: AttentionOptions, n_q: int, n_k: int) -> Any:
@@ -88,8 +91,14 @@ def _queries(labels: list[str], rows: Any) -> str:
 
 
 def _why(options: AttentionOptions) -> str:
-    causes = [name for name, given in (("the mask", options.mask is not None),
-                                       ("causal " + str(options.causal), options.causal is not None)) if given]
+    causes = [
+        name
+        for name, given in (
+            ("the mask", options.mask is not None),
+            ("causal " + str(options.causal), options.causal is not None),
+        )
+        if given
+    ]
     return f"{' and '.join(causes)} forbid{'s' if len(causes) == 1 else ''} every key"
 
 
@@ -98,5 +107,8 @@ def rows_sum(options: AttentionOptions, n_q: int, n_k: int) -> str:
     and with attention sinks every row to less than 1."""
     if options.sinks is not None:
         return "each row sums to less than 1 (the sink takes the rest)"
-    return "each row sums to 1, or 0 where no key may be attended to" if len(empty_rows(options, n_q, n_k)) \
+    return (
+        "each row sums to 1, or 0 where no key may be attended to"
+        if len(empty_rows(options, n_q, n_k))
         else "each row sums to 1"
+    )

@@ -21,10 +21,14 @@ TYPE_METAVARS = {int: "N", float: "NUMBER", str: "TEXT"}
 # Typer up to 0.2x keeps Click's ``param.type`` (choices, min, max); later ones a
 # ``type_descriptor`` and ``param.min``/``param.max``: these read either.
 
+
 def _choices(param: Any) -> list[str] | None:
     descriptor = getattr(param, "type_descriptor", None)
-    choices = descriptor.choices if descriptor is not None and descriptor.is_choice else \
-        getattr(getattr(param, "type", None), "choices", None)
+    choices = (
+        descriptor.choices
+        if descriptor is not None and descriptor.is_choice
+        else getattr(getattr(param, "type", None), "choices", None)
+    )
     return [str(getattr(c, "value", c)) for c in choices] if choices else None
 
 
@@ -38,7 +42,8 @@ def _python_type(param: Any) -> Any:
     if descriptor is not None:
         return descriptor.annotation
     return {"integer": int, "integer range": int, "float": float, "float range": float}.get(
-        getattr(getattr(param, "type", None), "name", ""), str)
+        getattr(getattr(param, "type", None), "name", ""), str
+    )
 
 
 def metavar(param: Any) -> str:

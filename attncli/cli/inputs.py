@@ -110,8 +110,13 @@ def layout_shape(shape: tuple[int, ...], layout: Layout) -> tuple[int, ...]:
     return shape
 
 
-def read_inputs(files: list[str], flags: AttentionFlags = FROM_OPTIONS, text: TextSettings = BY_FILE,
-                layout: Layout = Layout.bhsd, wanted: tuple[str, ...] = ()) -> Inputs:
+def read_inputs(
+    files: list[str],
+    flags: AttentionFlags = FROM_OPTIONS,
+    text: TextSettings = BY_FILE,
+    layout: Layout = Layout.bhsd,
+    wanted: tuple[str, ...] = (),
+) -> Inputs:
     """Read one bundle or three files and the files the flags name, and gather the
     options: the command line's, else the bundle's settings. NPY, NPZ and safetensors
     inputs may be tensors of any rank ≥ 2, in ``layout``. ``wanted``: entries of
@@ -138,8 +143,11 @@ def read_inputs(files: list[str], flags: AttentionFlags = FROM_OPTIONS, text: Te
         extra = sorted(set(entries) - {"q", "k", "v", *ARRAY_OPTIONS, *UNUSED})
         if missing or extra:
             what = f"has no {', '.join(missing)}" if missing else f"has an unexpected entry {extra[0]!r}"
-            raise AttnError(f"the bundle {what}", source=source,
-                            hint="a bundle holds q, k and v, and optionally " + ", ".join(ARRAY_OPTIONS))
+            raise AttnError(
+                f"the bundle {what}",
+                source=source,
+                hint="a bundle holds q, k and v, and optionally " + ", ".join(ARRAY_OPTIONS),
+            )
         for name in sorted(set(entries) & set(UNUSED) - set(wanted)):
             note(f"{name} is not used: {UNUSED[name]}", source)
         settings = BundleSettings.of(bundle.meta, source, bundle.lines, names)
@@ -150,13 +158,23 @@ def read_inputs(files: list[str], flags: AttentionFlags = FROM_OPTIONS, text: Te
         q, k, v = (read_matrix_named(f, text, tensors=True) for f in files)
     arrays = read_option_arrays(flags, text, entries, source, tensors=True)
     q, k, v = (replace(m, values=to_layout(m.values, layout)) for m in (q, k, v))
-    return Inputs(q, k, values_per_key(v, k), flags.build(arrays), flags, arrays, layout,
-                  dout=entries.get("dout") if "dout" in wanted else None,
-                  description=meta.get("description"), rgb=meta.get("rgb") is True)
+    return Inputs(
+        q,
+        k,
+        values_per_key(v, k),
+        flags.build(arrays),
+        flags,
+        arrays,
+        layout,
+        dout=entries.get("dout") if "dout" in wanted else None,
+        description=meta.get("description"),
+        rgb=meta.get("rgb") is True,
+    )
 
 
-def read_option_arrays(flags: AttentionFlags, text: TextSettings, entries: dict[str, Matrix], source: str,
-                       tensors: bool = False) -> OptionArrays:
+def read_option_arrays(
+    flags: AttentionFlags, text: TextSettings, entries: dict[str, Matrix], source: str, tensors: bool = False
+) -> OptionArrays:
     """The mask, bias, sinks and ALiBi slopes: a bundle's entries (by lowercase name, from
     ``source``), or the files the flags name, which win."""
     read: dict[str, Any] = {}
@@ -182,8 +200,9 @@ def output_gradient(inputs: Inputs, dout: str | None, text: TextSettings = BY_FI
     elif inputs.dout is not None:
         values = inputs.dout.values
     else:
-        raise UsageError("the backward pass needs the output's gradient dO",
-                         hint="give --dout FILE, or a bundle entry dout")
+        raise UsageError(
+            "the backward pass needs the output's gradient dO", hint="give --dout FILE, or a bundle entry dout"
+        )
     return to_layout(values, inputs.layout)
 
 

@@ -56,8 +56,9 @@ def check_stdin_once(names: Iterable[str | None]) -> None:
     """A stream can be read once: refuse a command line that names stdin, or
     one pipe (a FIFO, ``<(…)``, /dev/stdin fed by a pipe), twice."""
     named = [name for name in names if name is not None]
-    twice = UsageError("stdin ('-') is named more than once, but can be read only once",
-                       hint="save all but one input to a file")
+    twice = UsageError(
+        "stdin ('-') is named more than once, but can be read only once", hint="save all but one input to a file"
+    )
     if named.count(STDIN) > 1:
         raise twice
     seen: dict[tuple[int, int], str] = {}
@@ -68,8 +69,10 @@ def check_stdin_once(names: Iterable[str | None]) -> None:
         if key in seen:
             if STDIN in (name, seen[key]):
                 raise twice
-            raise UsageError(f"{name} is a pipe named more than once, but a pipe can be read only once",
-                             hint="save it to a file first")
+            raise UsageError(
+                f"{name} is a pipe named more than once, but a pipe can be read only once",
+                hint="save it to a file first",
+            )
         seen[key] = name
 
 

@@ -26,27 +26,47 @@ class Layout(str, Enum):
 
 
 # Arguments and options shared with commands that take the same inputs (explain).
-FilesArgument = Annotated[list[str], typer.Argument(
-    metavar="FILE...", show_default=False,
-    help="One bundle (YAML, JSON, NPZ or safetensors with entries q, k, v and optionally mask, bias, sinks, "
-         "alibi_slopes, and settings such as causal: true, scale: 1 or window: [3, 0], which options given here "
-         "override) or three files Q K V: CSV, TSV, NPY, YAML, JSON or JSON Lines. NPY, NPZ and safetensors may "
-         "hold tensors (batch, heads, seq, dim) of any rank. '-' reads one of them from stdin. "
-         "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
-), READS]
-LayoutOption = Annotated[Layout, typer.Option(
-    "--layout",
-    help="The order of a tensor file's axes, read and written: bhsd = (batch, heads, seq, dim), PyTorch "
-         "SDPA's; bshd = (batch, seq, heads, dim), FlashAttention's and xFormers'.",
-)]
-BatchOption = Annotated[int | None, typer.Option(
-    "--batch", min=0, metavar="B", show_default=False,
-    help="For tensors: show only batch B (from 0) on the terminal. Data formats hold every batch.",
-)]
-HeadOption = Annotated[int | None, typer.Option(
-    "--head", min=0, metavar="H", show_default=False,
-    help="For tensors: show only query head H (from 0) on the terminal. Data formats hold every head.",
-)]
+FilesArgument = Annotated[
+    list[str],
+    typer.Argument(
+        metavar="FILE...",
+        show_default=False,
+        help="One bundle (YAML, JSON, NPZ or safetensors with entries q, k, v and optionally mask, bias, sinks, "
+        "alibi_slopes, and settings such as causal: true, scale: 1 or window: [3, 0], which options given here "
+        "override) or three files Q K V: CSV, TSV, NPY, YAML, JSON or JSON Lines. NPY, NPZ and safetensors may "
+        "hold tensors (batch, heads, seq, dim) of any rank. '-' reads one of them from stdin. "
+        "A bundle entry 'rgb: true' says rows of 3 numbers are RGB colours.",
+    ),
+    READS,
+]
+LayoutOption = Annotated[
+    Layout,
+    typer.Option(
+        "--layout",
+        help="The order of a tensor file's axes, read and written: bhsd = (batch, heads, seq, dim), PyTorch "
+        "SDPA's; bshd = (batch, seq, heads, dim), FlashAttention's and xFormers'.",
+    ),
+]
+BatchOption = Annotated[
+    int | None,
+    typer.Option(
+        "--batch",
+        min=0,
+        metavar="B",
+        show_default=False,
+        help="For tensors: show only batch B (from 0) on the terminal. Data formats hold every batch.",
+    ),
+]
+HeadOption = Annotated[
+    int | None,
+    typer.Option(
+        "--head",
+        min=0,
+        metavar="H",
+        show_default=False,
+        help="For tensors: show only query head H (from 0) on the terminal. Data formats hold every head.",
+    ),
+]
 
 
 PrecisionOption = Annotated[
@@ -55,50 +75,82 @@ PrecisionOption = Annotated[
 
 
 # Options of commands that turn words into vectors (lookup, self).
-VectorsOption = Annotated[str | None, typer.Option(
-    "--vectors", metavar="FILE", show_default=False,
-    help="Your own word vectors: GloVe text, word2vec/fastText text or binary, .npz, or .npy "
-         "with --words. Read only until every word needed is found. Default: the bundled "
-         "GloVe 6B 50d table (140,000 words).",
-), READS]
-WordsOption = Annotated[str | None, typer.Option(
-    "--words", metavar="FILE", show_default=False,
-    help="For a .npy --vectors matrix: its words, one per line, in row order.",
-), READS]
+VectorsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--vectors",
+        metavar="FILE",
+        show_default=False,
+        help="Your own word vectors: GloVe text, word2vec/fastText text or binary, .npz, or .npy "
+        "with --words. Read only until every word needed is found. Default: the bundled "
+        "GloVe 6B 50d table (140,000 words).",
+    ),
+    READS,
+]
+WordsOption = Annotated[
+    str | None,
+    typer.Option(
+        "--words",
+        metavar="FILE",
+        show_default=False,
+        help="For a .npy --vectors matrix: its words, one per line, in row order.",
+    ),
+    READS,
+]
 Unknown = Enum("Unknown", {name: name for name in UNKNOWN_POLICIES}, type=str)  # type: ignore[misc]
 UNKNOWN_IS_AN_ERROR = Unknown("error")  # the default of --unknown
-UnknownOption = Annotated[Unknown, typer.Option(
-    "--unknown",
-    help="A word the vectors do not have: error (name it, and the nearest known word), skip (leave it out; "
-         "a phrase is the mean of its known words) or zero (a vector of zeros). A note names the words.",
-)]
+UnknownOption = Annotated[
+    Unknown,
+    typer.Option(
+        "--unknown",
+        help="A word the vectors do not have: error (name it, and the nearest known word), skip (leave it out; "
+        "a phrase is the mean of its known words) or zero (a vector of zeros). A note names the words.",
+    ),
+]
 
 
 # --- how text files are read, declared once -------------------------------------------------------
 
 Decimal = Enum("Decimal", {"point": ".", "comma": ","}, type=str)  # type: ignore[misc]
 
-HeaderOption = Annotated[bool | None, typer.Option(
-    "--header/--no-header", show_default=False,
-    help="CSV/TSV/text: the first row holds column names, or data. Default: names when none of its cells "
-         "is a number or its first cell is empty; a first row 0,1,…,n-1 (pandas' names for unnamed "
-         "columns) is names only when the rows below are not whole numbers, and a note says which.",
-)]
-LabelsOption = Annotated[bool | None, typer.Option(
-    "--labels/--no-labels", show_default=False,
-    help="CSV/TSV/text: the first column holds row labels, or numbers. Default: labels when none of its "
-         "cells below the header is a number, or under an empty header cell (pandas' index).",
-)]
-DelimiterOption = Annotated[str | None, typer.Option(
-    "--delimiter", metavar="CHAR", show_default=False,
-    help="CSV/TSV/text: what separates cells: ',', ';', tab, space (runs of spaces) or another character. "
-         "Default: Excel's sep= first line, else the first of tab, ';' and ',' found on every line.",
-)]
-DecimalOption = Annotated[Decimal | None, typer.Option(
-    "--decimal", show_default=False,
-    help="CSV/TSV/text: the decimal mark. Default: ',' only when commas do not separate the cells and "
-         "numbers are written 1,5 (Excel in much of Europe), never 1.5.",
-)]
+HeaderOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--header/--no-header",
+        show_default=False,
+        help="CSV/TSV/text: the first row holds column names, or data. Default: names when none of its cells "
+        "is a number or its first cell is empty; a first row 0,1,…,n-1 (pandas' names for unnamed "
+        "columns) is names only when the rows below are not whole numbers, and a note says which.",
+    ),
+]
+LabelsOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--labels/--no-labels",
+        show_default=False,
+        help="CSV/TSV/text: the first column holds row labels, or numbers. Default: labels when none of its "
+        "cells below the header is a number, or under an empty header cell (pandas' index).",
+    ),
+]
+DelimiterOption = Annotated[
+    str | None,
+    typer.Option(
+        "--delimiter",
+        metavar="CHAR",
+        show_default=False,
+        help="CSV/TSV/text: what separates cells: ',', ';', tab, space (runs of spaces) or another character. "
+        "Default: Excel's sep= first line, else the first of tab, ';' and ',' found on every line.",
+    ),
+]
+DecimalOption = Annotated[
+    Decimal | None,
+    typer.Option(
+        "--decimal",
+        show_default=False,
+        help="CSV/TSV/text: the decimal mark. Default: ',' only when commas do not separate the cells and "
+        "numbers are written 1,5 (Excel in much of Europe), never 1.5.",
+    ),
+]
 
 DELIMITER_WORDS = {"tab": "\t", "\\t": "\t", "space": " ", "comma": ",", "semicolon": ";"}
 
@@ -120,8 +172,10 @@ class ReadFlags:
         if delimiter is not None:
             delimiter = DELIMITER_WORDS.get(delimiter.lower(), delimiter)
             if len(delimiter) != 1 or delimiter in '"\r\n' or delimiter.isalnum():
-                raise UsageError(f"--delimiter {self.delimiter!r} is not a delimiter",
-                                 hint="give one character such as ';' or '|', or tab or space")
+                raise UsageError(
+                    f"--delimiter {self.delimiter!r} is not a delimiter",
+                    hint="give one character such as ';' or '|', or tab or space",
+                )
         decimal = None if self.decimal is None else self.decimal.value
         if decimal is not None and delimiter == decimal:
             raise UsageError(f"--delimiter and --decimal are both {decimal!r}", hint="cells need another delimiter")

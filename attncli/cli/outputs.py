@@ -22,26 +22,52 @@ from attncli.errors import UsageError
 
 FORMAT_NAMES = ", ".join(f.value for f in Format)  # from the writers' registry: "table, json, csv, tsv, npy, ..."
 MATRIX_FORMAT_NAMES = "/".join(f.value for f in MATRIX_FORMATS)  # "csv/tsv/npy"
-FORMAT_HELP = (f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. "
-               f"{MATRIX_FORMAT_NAMES} write the one matrix chosen by --emit.")
+FORMAT_HELP = (
+    f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. "
+    f"{MATRIX_FORMAT_NAMES} write the one matrix chosen by --emit."
+)
 
-SvgOption = Annotated[str | None, typer.Option(
-    "--svg", metavar="FILE", show_default=False,
-    help="Also save the terminal view as an SVG picture, whatever --format writes to stdout.",
-), WRITES]
-HtmlOption = Annotated[str | None, typer.Option(
-    "--html", metavar="FILE", show_default=False,
-    help="Also save the terminal view as a standalone HTML page, whatever --format writes to stdout.",
-), WRITES]
-PngOption = Annotated[str | None, typer.Option(
-    "--png", metavar="FILE", show_default=False,
-    help="Also draw the weights as a PNG figure (one panel per head, labelled axes, a colour bar), "
-         "for papers and slides. Needs matplotlib: pip install 'attncli[plot]'.",
-), WRITES]
-PdfOption = Annotated[str | None, typer.Option(
-    "--pdf", metavar="FILE", show_default=False,
-    help="Also draw the weights as a PDF figure, as --png does (vector text and lines).",
-), WRITES]
+SvgOption = Annotated[
+    str | None,
+    typer.Option(
+        "--svg",
+        metavar="FILE",
+        show_default=False,
+        help="Also save the terminal view as an SVG picture, whatever --format writes to stdout.",
+    ),
+    WRITES,
+]
+HtmlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--html",
+        metavar="FILE",
+        show_default=False,
+        help="Also save the terminal view as a standalone HTML page, whatever --format writes to stdout.",
+    ),
+    WRITES,
+]
+PngOption = Annotated[
+    str | None,
+    typer.Option(
+        "--png",
+        metavar="FILE",
+        show_default=False,
+        help="Also draw the weights as a PNG figure (one panel per head, labelled axes, a colour bar), "
+        "for papers and slides. Needs matplotlib: pip install 'attncli[plot]'.",
+    ),
+    WRITES,
+]
+PdfOption = Annotated[
+    str | None,
+    typer.Option(
+        "--pdf",
+        metavar="FILE",
+        show_default=False,
+        help="Also draw the weights as a PDF figure, as --png does (vector text and lines).",
+    ),
+    WRITES,
+]
 
 PICTURES: dict[str, Any] = {"svg": SvgOption, "html": HtmlOption, "png": PngOption, "pdf": PdfOption}
 
@@ -80,19 +106,28 @@ class OutputFlags:
 FROM_OUTPUT_OPTIONS = OutputFlags()  # the placeholder default of ``out``: @output_options fills it in
 
 
-def output_options(emit: Sequence[str] = (), emit_help: str = "", pictures: Sequence[str] = tuple(PICTURES),
-                   format_help: str = FORMAT_HELP) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+def output_options(
+    emit: Sequence[str] = (),
+    emit_help: str = "",
+    pictures: Sequence[str] = tuple(PICTURES),
+    format_help: str = FORMAT_HELP,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command --format, --emit (when it has ``emit`` choices: the matrices its
     result holds; without --emit the result's first is written, so ``emit_help`` says
     which that is) and the ``pictures`` it draws, gathered into its parameter
     ``out: OutputFlags``."""
     from attncli.cli.groups import option_group
 
-    options: dict[str, tuple[Any, Any]] = {"fmt": (Annotated[Format | None, typer.Option(
-        "--format", "-f", help=format_help, show_default=False)], None)}
+    options: dict[str, tuple[Any, Any]] = {
+        "fmt": (Annotated[Format | None, typer.Option("--format", "-f", help=format_help, show_default=False)], None)
+    }
     if emit:
-        options["emit"] = (Annotated[str | None, typer.Option(
-            "--emit", metavar="|".join(emit), show_default=False, help=emit_help or None)], None)
+        options["emit"] = (
+            Annotated[
+                str | None, typer.Option("--emit", metavar="|".join(emit), show_default=False, help=emit_help or None)
+            ],
+            None,
+        )
     options.update((name, (PICTURES[name], None)) for name in pictures)
 
     def gather(**values: Any) -> OutputFlags:

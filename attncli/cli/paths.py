@@ -89,8 +89,7 @@ def path_roles(callback: Callable[..., Any]) -> dict[str, Reads | Writes]:
 def guard(roles: Mapping[str, Reads | Writes], values: Mapping[str, Any], flags: Mapping[str, str]) -> None:
     """Before a command runs: stdin and pipes named once, and no output naming an input.
     ``values``: the parameters' values by name; ``flags``: their option names (--svg)."""
-    inputs = [path for name, role in roles.items() if isinstance(role, Reads)
-              for path in role.paths(values.get(name))]
+    inputs = [path for name, role in roles.items() if isinstance(role, Reads) for path in role.paths(values.get(name))]
     outputs = {flags[name]: values.get(name) for name, role in roles.items() if isinstance(role, Writes)}
     check_stdin_once(inputs)
     check_outputs(outputs, inputs)
@@ -123,17 +122,20 @@ def check_outputs(outputs: Mapping[str, str | None], inputs: Iterable[str | os.P
         clash = next((read[key] for key in keys if key in read), None)
         if clash is not None:
             which = "an input" if clash == path else f"{clash}, an input"
-            raise UsageError(f"{option} names {which} of this run", source=path,
-                             hint="attn never writes over its inputs: give the picture another name")
+            raise UsageError(
+                f"{option} names {which} of this run",
+                source=path,
+                hint="attn never writes over its inputs: give the picture another name",
+            )
         twice = next((written[key] for key in keys if key in written), None)
         if twice is not None:
-            raise UsageError(f"{twice} and {option} name the same file", source=path,
-                             hint="give each picture its own name")
+            raise UsageError(
+                f"{twice} and {option} name the same file", source=path, hint="give each picture its own name"
+            )
         written.update((key, option) for key in keys)
     stdout = _stream_file(sys.stdout, regular_only=True)
     if stdout is not None and stdout in read:
-        raise UsageError(f"stdout is {read[stdout]}, an input of this run",
-                         hint="redirect the output to another file")
+        raise UsageError(f"stdout is {read[stdout]}, an input of this run", hint="redirect the output to another file")
 
 
 def model_files(model: str | None) -> list[str]:

@@ -15,21 +15,38 @@ if TYPE_CHECKING:
     from attncli.readers import Bundle, Matrix, TextSettings
 
 
-def read_named(name: str, text: TextSettings, *, mask: bool = False, bias: bool = False,
-               bundle: bool | Iterable[str] = False, settings: Iterable[str] = (), tensors: bool = False,
-               finite: bool = True) -> Bundle:
+def read_named(
+    name: str,
+    text: TextSettings,
+    *,
+    mask: bool = False,
+    bias: bool = False,
+    bundle: bool | Iterable[str] = False,
+    settings: Iterable[str] = (),
+    tensors: bool = False,
+    finite: bool = True,
+) -> Bundle:
     """What the input named ``name`` holds (``-`` is stdin), read as ``read_input`` reads."""
     from attncli.readers import read_input
 
-    result = read_input(open_input(name), mask=mask, bias=bias, bundle=bundle, settings=settings, text=text,
-                        tensors=tensors, finite=finite)
+    result = read_input(
+        open_input(name),
+        mask=mask,
+        bias=bias,
+        bundle=bundle,
+        settings=settings,
+        text=text,
+        tensors=tensors,
+        finite=finite,
+    )
     for choice in result.choices:
         where = f"{choice.source}:{choice.line}" if choice.line else choice.source
         note(f"{choice.message} ({setting_flag(choice.setting, choice.other)} {choice.other_reading})", where)
     return result
 
 
-def read_matrix_named(name: str, text: TextSettings, *, mask: bool = False, bias: bool = False,
-                      tensors: bool = False, finite: bool = True) -> Matrix:
+def read_matrix_named(
+    name: str, text: TextSettings, *, mask: bool = False, bias: bool = False, tensors: bool = False, finite: bool = True
+) -> Matrix:
     """The one matrix in the input named ``name``; ``tensors``: of any rank ≥ 2, in its stored float dtype."""
     return read_named(name, text, mask=mask, bias=bias, tensors=tensors, finite=finite).matrix()

@@ -30,14 +30,19 @@ def slices(shape: tuple[int, ...], batch: int | None, head: int | None) -> list[
 
     heads = shape[-3] if len(shape) > 2 else 1
     batches = math.prod(shape[:-3]) if len(shape) > 3 else 1
-    for flag, value, count, what in (("--batch", batch, batches, ("batch", "batches")),
-                                     ("--head", head, heads, ("query head", "query heads"))):
+    for flag, value, count, what in (
+        ("--batch", batch, batches, ("batch", "batches")),
+        ("--head", head, heads, ("query head", "query heads")),
+    ):
         if value is not None and value >= count:
             there = f"there {'is' if count == 1 else 'are'} {plural(count, *what)}"
             numbered = "the only one is 0" if count == 1 else f"they are numbered from 0 to {count - 1}"
             raise UsageError(f"{flag} {value} but {there}", hint=numbered)
-    return [(b, h) for b in ([batch] if batch is not None else range(batches))
-            for h in ([head] if head is not None else range(heads))]
+    return [
+        (b, h)
+        for b in ([batch] if batch is not None else range(batches))
+        for h in ([head] if head is not None else range(heads))
+    ]
 
 
 def slice_of(values: np.ndarray, b: int, h: int) -> np.ndarray:
@@ -47,8 +52,14 @@ def slice_of(values: np.ndarray, b: int, h: int) -> np.ndarray:
     return values.reshape(-1, *values.shape[-3:])[b, h]
 
 
-def run_result(inputs: Inputs, steps: Steps, precision: int, batch: int | None = None, head: int | None = None,
-               style: ViewStyle | None = None) -> Result:
+def run_result(
+    inputs: Inputs,
+    steps: Steps,
+    precision: int,
+    batch: int | None = None,
+    head: int | None = None,
+    style: ViewStyle | None = None,
+) -> Result:
     """JSON, table view and emittable matrices of one attention run."""
     from attncli.core.arrays import shape_text
 
@@ -81,7 +92,9 @@ def run_result(inputs: Inputs, steps: Steps, precision: int, batch: int | None =
             ("attention ", "bold"),
             f"Q {shape_text(tuple(shapes['q']))} · K {shape_text(tuple(shapes['k']))} · "
             f"V {shape_text(tuple(shapes['v']))} → output {shape_text(out_shape)}{layout}\n",
-            settings_line(options, call, steps.allowed), grouping(q.shape, k.shape), computed_in(inputs, steps),
+            settings_line(options, call, steps.allowed),
+            grouping(q.shape, k.shape),
+            computed_in(inputs, steps),
         )
         rows, _, key_headers = shown_labels(inputs)
         sums = rows_sum(options, *steps.weights.shape[-2:])
@@ -90,14 +103,31 @@ def run_result(inputs: Inputs, steps: Steps, precision: int, batch: int | None =
             where = "" if not inputs.tensors else f"batch {b} · head {h}: "
             allowed = None if steps.allowed is None else slice_of(steps.allowed, b, h)
             parts += [
-                heatmap(slice_of(steps.weights, b, h), rows, key_headers, precision=precision,
-                        title=f"{where}weights = softmax(scores), {sums}", allowed=allowed, style=style),
-                number_table(slice_of(steps.output, b, h), rows, inputs.columns, precision=precision,
-                             title=f"{where}output = weights · V"),
+                heatmap(
+                    slice_of(steps.weights, b, h),
+                    rows,
+                    key_headers,
+                    precision=precision,
+                    title=f"{where}weights = softmax(scores), {sums}",
+                    allowed=allowed,
+                    style=style,
+                ),
+                number_table(
+                    slice_of(steps.output, b, h),
+                    rows,
+                    inputs.columns,
+                    precision=precision,
+                    title=f"{where}output = weights · V",
+                ),
             ]
         if len(shown) > MAX_SLICES:
-            parts.append(Text(f"… and {len(shown) - MAX_SLICES} more (batch, head) pairs: choose with --batch "
-                              "and --head; data formats (-f json, npy) hold them all", style="dim"))
+            parts.append(
+                Text(
+                    f"… and {len(shown) - MAX_SLICES} more (batch, head) pairs: choose with --batch "
+                    "and --head; data formats (-f json, npy) hold them all",
+                    style="dim",
+                )
+            )
         if not inputs.tensors:
             parts.append(readings(inputs, steps, precision))
         return stack(*parts)
@@ -116,16 +146,25 @@ def run_result(inputs: Inputs, steps: Steps, precision: int, batch: int | None =
 
         top = (style or ViewStyle()).scale(steps.weights)
         if not inputs.tensors:
-            return AttentionMaps.single(steps.weights, inputs.queries, inputs.keys, steps.allowed,
-                                        "attention weights", top)
+            return AttentionMaps.single(
+                steps.weights, inputs.queries, inputs.keys, steps.allowed, "attention weights", top
+            )
         batches, heads = sorted({b for b, _ in shown}), sorted({h for _, h in shown})
 
         def grid(values: np.ndarray) -> np.ndarray:  # [..., H, n_q, n_k] -> [batches, heads, n_q, n_k]
             return np.stack([np.stack([slice_of(values, b, h) for h in heads]) for b in batches])
 
-        return AttentionMaps(grid(steps.weights), inputs.queries, inputs.keys, [f"batch {b}" for b in batches],
-                             [f"head {h}" for h in heads], None if steps.allowed is None else grid(steps.allowed),
-                             "attention weights", top, layer_axis="batch")
+        return AttentionMaps(
+            grid(steps.weights),
+            inputs.queries,
+            inputs.keys,
+            [f"batch {b}" for b in batches],
+            [f"head {h}" for h in heads],
+            None if steps.allowed is None else grid(steps.allowed),
+            "attention weights",
+            top,
+            layer_axis="batch",
+        )
 
     return Result(data, view, matrices, maps)
 
@@ -150,8 +189,11 @@ def shown_labels(inputs: Inputs) -> tuple[list[Any], list[Any], list[Any]]:
     from attncli.output.render import swatched, swatched_headers
 
     keys = inputs.key_colours
-    return (swatched(inputs.queries, inputs.query_colours), swatched(inputs.keys, keys),
-            swatched_headers(inputs.keys, keys))
+    return (
+        swatched(inputs.queries, inputs.query_colours),
+        swatched(inputs.keys, keys),
+        swatched_headers(inputs.keys, keys),
+    )
 
 
 def colour_data(inputs: Inputs, steps: Steps) -> dict[str, list[str]]:
@@ -186,8 +228,7 @@ def readings(inputs: Inputs, steps: Steps, precision: int, rows: list[int] | Non
             parts += [" is ", (percentages(steps.output[i], inputs.columns, precision), "bold")]
         if blends is not None:
             parts += [";" if shares else "", " its weights mix the key colours into ", to_hex(blends[i])]
-        lines.append(with_swatches(parts, inputs.queries[i], queries and queries[i],
-                                   blends and blends[i]))
+        lines.append(with_swatches(parts, inputs.queries[i], queries and queries[i], blends and blends[i]))
     return Group(*lines, *([rest] if rest and rows is None else []))
 
 
@@ -196,7 +237,8 @@ def with_swatches(parts: list[Any], label: str, colour: Any, blend: Any) -> Any:
     query's label and before the mix (the last part) where colours show."""
     from rich.text import Text
 
-    from attncli.output.render import IfColour, swatch
+    from attncli.output.blocks import IfColour
+    from attncli.output.render import swatch
 
     plain = Text.assemble(label, *parts)
     if colour is None and blend is None:

@@ -27,59 +27,134 @@ if TYPE_CHECKING:
 WEIGHTS = {"wq": "W_Q", "wk": "W_K", "wv": "W_V", "wo": "W_O", "bq": "b_q", "bk": "b_k", "bv": "b_v", "bo": "b_o"}
 BUNDLE_ENTRIES = ("x", "context", *WEIGHTS, "mask", "bias")
 
-WqOption = Annotated[str | None, typer.Option(
-    "--wq", metavar="FILE", show_default=False,
-    help="W_Q, d_in×d_attn: Q = X W_Q + b_q. Random when not given.",
-), READS]
-WkOption = Annotated[str | None, typer.Option(
-    "--wk", metavar="FILE", show_default=False,
-    help="W_K, d_z×d_attn: K = Z W_K + b_k. Random when not given.",
-), READS]
-WvOption = Annotated[str | None, typer.Option(
-    "--wv", metavar="FILE", show_default=False,
-    help="W_V, d_z×d_v: V = Z W_V + b_v. Random when not given.",
-), READS]
-WoOption = Annotated[str | None, typer.Option(
-    "--wo", metavar="FILE", show_default=False,
-    help="W_O, d_v×d_out: output = concat(heads) W_O + b_o. None when not given."), READS]
-BqOption = Annotated[str | None, typer.Option(
-    "--bq", metavar="FILE", show_default=False,
-    help="b_q, d_attn numbers (one row or column). Zero when not given.",
-), READS]
-BkOption = Annotated[str | None, typer.Option(
-    "--bk", metavar="FILE", show_default=False,
-    help="b_k, d_attn numbers. Zero when not given.",
-), READS]
-BvOption = Annotated[str | None, typer.Option(
-    "--bv", metavar="FILE", show_default=False,
-    help="b_v, d_v numbers. Zero when not given.",
-), READS]
-BoOption = Annotated[str | None, typer.Option(
-    "--bo", metavar="FILE", show_default=False,
-    help="b_o, d_out numbers; needs W_O.",
-), READS]
-HeadsOption = Annotated[int, typer.Option(
-    "--heads", "-H", metavar="H", min=1,
-    help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
-)]
-SeedOption = Annotated[int, typer.Option(
-    "--seed", metavar="S", min=0,
-    help="Seed of the random W_Q, W_K, W_V: each d×d' matrix is drawn from N(0, 1/d) (LeCun normal), "
-         "so projected features stay as large as the inputs and the scores near 1.",
-)]
-DAttnOption = Annotated[int | None, typer.Option(
-    "--d-attn", metavar="N", min=1, show_default=False,
-    help="Width of random W_Q and W_K (the attention space). Default: the width of a given W_Q or W_K, else d_in.",
-)]
-DOutOption = Annotated[int | None, typer.Option(
-    "--d-out", metavar="N", min=1, show_default=False,
-    help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
-)]
-ColumnsOption = Annotated[bool, typer.Option(
-    "--columns/--rows",
-    help="The files hold column vectors, as seed 004: X and Z are d×n (one column per token) and each W "
-         "is d_out×d_in. They are transposed on reading; results are still one row per token.",
-)]
+WqOption = Annotated[
+    str | None,
+    typer.Option(
+        "--wq",
+        metavar="FILE",
+        show_default=False,
+        help="W_Q, d_in×d_attn: Q = X W_Q + b_q. Random when not given.",
+    ),
+    READS,
+]
+WkOption = Annotated[
+    str | None,
+    typer.Option(
+        "--wk",
+        metavar="FILE",
+        show_default=False,
+        help="W_K, d_z×d_attn: K = Z W_K + b_k. Random when not given.",
+    ),
+    READS,
+]
+WvOption = Annotated[
+    str | None,
+    typer.Option(
+        "--wv",
+        metavar="FILE",
+        show_default=False,
+        help="W_V, d_z×d_v: V = Z W_V + b_v. Random when not given.",
+    ),
+    READS,
+]
+WoOption = Annotated[
+    str | None,
+    typer.Option(
+        "--wo",
+        metavar="FILE",
+        show_default=False,
+        help="W_O, d_v×d_out: output = concat(heads) W_O + b_o. None when not given.",
+    ),
+    READS,
+]
+BqOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bq",
+        metavar="FILE",
+        show_default=False,
+        help="b_q, d_attn numbers (one row or column). Zero when not given.",
+    ),
+    READS,
+]
+BkOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bk",
+        metavar="FILE",
+        show_default=False,
+        help="b_k, d_attn numbers. Zero when not given.",
+    ),
+    READS,
+]
+BvOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bv",
+        metavar="FILE",
+        show_default=False,
+        help="b_v, d_v numbers. Zero when not given.",
+    ),
+    READS,
+]
+BoOption = Annotated[
+    str | None,
+    typer.Option(
+        "--bo",
+        metavar="FILE",
+        show_default=False,
+        help="b_o, d_out numbers; needs W_O.",
+    ),
+    READS,
+]
+HeadsOption = Annotated[
+    int,
+    typer.Option(
+        "--heads",
+        "-H",
+        metavar="H",
+        min=1,
+        help="Split d_attn and d_v into this many heads; each attends with scale 1/√(d_attn/heads).",
+    ),
+]
+SeedOption = Annotated[
+    int,
+    typer.Option(
+        "--seed",
+        metavar="S",
+        min=0,
+        help="Seed of the random W_Q, W_K, W_V: each d×d' matrix is drawn from N(0, 1/d) (LeCun normal), "
+        "so projected features stay as large as the inputs and the scores near 1.",
+    ),
+]
+DAttnOption = Annotated[
+    int | None,
+    typer.Option(
+        "--d-attn",
+        metavar="N",
+        min=1,
+        show_default=False,
+        help="Width of random W_Q and W_K (the attention space). Default: the width of a given W_Q or W_K, else d_in.",
+    ),
+]
+DOutOption = Annotated[
+    int | None,
+    typer.Option(
+        "--d-out",
+        metavar="N",
+        min=1,
+        show_default=False,
+        help="Width of a random W_V (the output space, unless --wo maps it on). Default: the rows of W_O, else d_in.",
+    ),
+]
+ColumnsOption = Annotated[
+    bool,
+    typer.Option(
+        "--columns/--rows",
+        help="The files hold column vectors, as seed 004: X and Z are d×n (one column per token) and each W "
+        "is d_out×d_in. They are transposed on reading; results are still one row per token.",
+    ),
+]
 
 
 @dataclass(frozen=True)
@@ -94,8 +169,13 @@ class SelfSettings:
 
 
 # Each of them once: the alias its option and bundle setting are read by.
-SELF_SETTINGS: dict[str, Any] = {"heads": HeadsOption, "seed": SeedOption, "d_attn": DAttnOption,
-                                 "d_out": DOutOption, "columns": ColumnsOption}
+SELF_SETTINGS: dict[str, Any] = {
+    "heads": HeadsOption,
+    "seed": SeedOption,
+    "d_attn": DAttnOption,
+    "d_out": DOutOption,
+    "columns": ColumnsOption,
+}
 BUNDLE_META: dict[str, Any] = {"description": str}  # a bundle's plain settings that are not options
 
 
@@ -131,9 +211,17 @@ class SelfInputs:
         return None if m is None else m.values
 
 
-def read_self_inputs(source: str, context: str | None, files: dict[str, str | None], attention: AttentionFlags,
-                     own: SelfSettings, given: frozenset[str], text: TextSettings,
-                     vectors: tuple[str | None, str | None], unknown: str = "error") -> SelfInputs:
+def read_self_inputs(
+    source: str,
+    context: str | None,
+    files: dict[str, str | None],
+    attention: AttentionFlags,
+    own: SelfSettings,
+    given: frozenset[str],
+    text: TextSettings,
+    vectors: tuple[str | None, str | None],
+    unknown: str = "error",
+) -> SelfInputs:
     """Read X (a file, a bundle or a sentence), the context, the weight files, the mask and the bias.
 
     ``vectors`` is (--vectors, --words): the word vectors of a sentence, None for the bundled table;
@@ -181,9 +269,9 @@ def read_self_inputs(source: str, context: str | None, files: dict[str, str | No
     elif unknown != "error":
         raise UsageError("--unknown is about the words of a sentence, but X and Z are files")
     weights = {name: entries[name] for name in WEIGHTS if name in entries}
-    return SelfInputs(entries["x"], entries.get("context"), weights, attention.build(arrays), own,
-                      meta.get("description"))
-
+    return SelfInputs(
+        entries["x"], entries.get("context"), weights, attention.build(arrays), own, meta.get("description")
+    )
 
 
 def _bundle_entries(bundle: Bundle, source: str) -> dict[str, Matrix]:
@@ -191,8 +279,11 @@ def _bundle_entries(bundle: Bundle, source: str) -> dict[str, Matrix]:
     entries = {name.lower(): m for name, m in bundle.matrices.items()}
     extra = sorted(set(entries) - set(BUNDLE_ENTRIES))
     if extra:
-        raise AttnError(f"the bundle has an unexpected entry {extra[0]!r}", source=source,
-                        hint="a bundle holds x and any of " + ", ".join(BUNDLE_ENTRIES[1:]))
+        raise AttnError(
+            f"the bundle has an unexpected entry {extra[0]!r}",
+            source=source,
+            hint="a bundle holds x and any of " + ", ".join(BUNDLE_ENTRIES[1:]),
+        )
     return entries
 
 

@@ -73,9 +73,16 @@ def _maps(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown) -> Any:
     if allowed is not None:
         allowed = allowed[heads] if allowed.ndim == 3 else allowed
     kind = "self-attention" if inputs.z is None else "cross-attention"
-    return AttentionMaps(steps.weights[None, heads], inputs.queries, inputs.keys, [""],
-                         [f"head {h}" for h in heads], None if allowed is None else allowed[None],
-                         f"{kind}, {plural(n_head, 'head')}", shown.style.scale(steps.weights[heads]))
+    return AttentionMaps(
+        steps.weights[None, heads],
+        inputs.queries,
+        inputs.keys,
+        [""],
+        [f"head {h}" for h in heads],
+        None if allowed is None else allowed[None],
+        f"{kind}, {plural(n_head, 'head')}",
+        shown.style.scale(steps.weights[heads]),
+    )
 
 
 def _dims(inputs: SelfInputs, steps: MultiHeadSteps, n_head: int) -> dict[str, int]:
@@ -102,8 +109,14 @@ def _weights_to_emit(inputs: SelfInputs, weights: np.ndarray, head: int | None) 
     return Emitted(weights, inputs.queries, keys)
 
 
-def _view(inputs: SelfInputs, steps: MultiHeadSteps, dims: dict[str, int], shown: SelfShown, out_labels: list[str],
-          precision: int) -> Any:
+def _view(
+    inputs: SelfInputs,
+    steps: MultiHeadSteps,
+    dims: dict[str, int],
+    shown: SelfShown,
+    out_labels: list[str],
+    precision: int,
+) -> Any:
     """Header, one heatmap per head (or the one --head asks for), the output."""
     from rich.text import Text
 
@@ -114,18 +127,27 @@ def _view(inputs: SelfInputs, steps: MultiHeadSteps, dims: dict[str, int], shown
     n_head = dims["heads"]
     kind = "self-attention" if inputs.z is None else "cross-attention"
     z_part = "" if inputs.z is None else f" over Z {inputs.z.shape[0]}×{dims['d_z']}"
-    sizes = " · ".join(f"{name} {dims[name]}" for name in ("d_in", "d_z", "d_attn", "d_v", "d_out") if name in dims
-                       and (name != "d_v" or "wo" in inputs.weights))
+    sizes = " · ".join(
+        f"{name} {dims[name]}"
+        for name in ("d_in", "d_z", "d_attn", "d_v", "d_out")
+        if name in dims and (name != "d_v" or "wo" in inputs.weights)
+    )
     random = shown.random
     seed = f"seed {shown.seed}: random {', '.join(random)}" if random else "no random weights"
-    details = [sizes, f"{plural(n_head, 'head')} of d_head {dims['d_head']}",
-               settings_line(inputs.options, _call(inputs, steps), steps.heads.allowed), seed]
+    details = [
+        sizes,
+        f"{plural(n_head, 'head')} of d_head {dims['d_head']}",
+        settings_line(inputs.options, _call(inputs, steps), steps.heads.allowed),
+        seed,
+    ]
     allowed = steps.heads.allowed
     description = inputs.description
-    header = Text.assemble((kind + " ", "bold"),
-                           f"X {inputs.x.shape[0]}×{dims['d_in']}{z_part} → output "
-                           f"{steps.output.shape[0]}×{dims['d_out']}\n", f"{description}\n" if description else "",
-                           " · ".join(details))
+    header = Text.assemble(
+        (kind + " ", "bold"),
+        f"X {inputs.x.shape[0]}×{dims['d_in']}{z_part} → output {steps.output.shape[0]}×{dims['d_out']}\n",
+        f"{description}\n" if description else "",
+        " · ".join(details),
+    )
     parts: list = [header]
     heads, more_heads = first_lines(n_head, SHOWN_TABLES, "heads (--head N shows one)")
     if shown.head is not None:
@@ -133,9 +155,17 @@ def _view(inputs: SelfInputs, steps: MultiHeadSteps, dims: dict[str, int], shown
     sums = rows_sum(inputs.options, len(inputs.queries), len(inputs.keys))
     for h in heads:
         title = f"head {h} of {n_head}: weights = softmax of head {h}'s scaled scores, {sums}"
-        parts.append(heatmap(steps.weights[h], inputs.queries, inputs.keys, precision=precision,
-                             title=title, allowed=None if allowed is None else allowed[h],
-                             style=shown.style))
+        parts.append(
+            heatmap(
+                steps.weights[h],
+                inputs.queries,
+                inputs.keys,
+                precision=precision,
+                title=title,
+                allowed=None if allowed is None else allowed[h],
+                style=shown.style,
+            )
+        )
     if more_heads is not None:
         parts.append(more_heads)
     if "wo" in inputs.weights:
@@ -143,14 +173,24 @@ def _view(inputs: SelfInputs, steps: MultiHeadSteps, dims: dict[str, int], shown
     else:
         how = "weights · V" + (", heads side by side" if n_head > 1 else "")
     cut = steps.output.shape[1] > MAX_TABLE_COLUMNS
-    parts.append(number_table(steps.output[:, :MAX_TABLE_COLUMNS], inputs.queries, out_labels[:MAX_TABLE_COLUMNS],
-                              precision=precision, title=f"output = {how}"))
+    parts.append(
+        number_table(
+            steps.output[:, :MAX_TABLE_COLUMNS],
+            inputs.queries,
+            out_labels[:MAX_TABLE_COLUMNS],
+            precision=precision,
+            title=f"output = {how}",
+        )
+    )
     if cut:
-        parts.append(Text(f"… and {steps.output.shape[1] - MAX_TABLE_COLUMNS} more columns "
-                          "(all of them with --format json, csv or npy)", style="dim"))
+        parts.append(
+            Text(
+                f"… and {steps.output.shape[1] - MAX_TABLE_COLUMNS} more columns "
+                "(all of them with --format json, csv or npy)",
+                style="dim",
+            )
+        )
     return stack(*parts)
-
-
 
 
 def _call(inputs: SelfInputs, steps: MultiHeadSteps) -> Call:

@@ -50,8 +50,12 @@ class BundleSettings:
             if name not in accepted:
                 close = difflib.get_close_matches(name, accepted, n=1)
                 hint = f"did you mean {close[0]!r}? " if close else ""
-                raise AttnError(f"the bundle has an unknown setting {key!r}", source=source, line=lines.get(key),
-                                hint=f"{hint}a bundle may set {', '.join(accepted)}")
+                raise AttnError(
+                    f"the bundle has an unknown setting {key!r}",
+                    source=source,
+                    line=lines.get(key),
+                    hint=f"{hint}a bundle may set {', '.join(accepted)}",
+                )
             values[name] = value
             if key in lines:
                 where[name] = lines[key]
@@ -83,8 +87,9 @@ class BundleSettings:
             try:
                 return parse(value)
             except AttnError as e:
-                raise AttnError(f"{name}: {e.message}", source=self.source, line=self.lines.get(name),
-                                hint=e.hint) from None
+                raise AttnError(
+                    f"{name}: {e.message}", source=self.source, line=self.lines.get(name), hint=e.hint
+                ) from None
         if kind is bool:
             if not isinstance(value, bool):
                 raise self.error(name, f"expected true or false, found {shown}")

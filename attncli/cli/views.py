@@ -20,22 +20,36 @@ if TYPE_CHECKING:
 
 View = Enum("View", {name: name for name in VIEWS}, type=str)  # type: ignore[misc]
 
-ViewOption = Annotated[View, typer.Option(
-    "--view", metavar="auto|numbers|compact|top",
-    help="How weights are drawn on a terminal. numbers: each weight on its colour; compact: one "
-         "coloured cell per weight, two queries a line (300 keys fit 100 columns); top: each query's "
-         "heaviest keys (see --top). auto: numbers while they fit in two blocks of columns (2,500 at most), "
-         "else compact.",
-)]
-TopOption = Annotated[int | None, typer.Option(
-    "--top", metavar="K", min=1, show_default=False,
-    help=f"Show each query's K heaviest keys, their weights, and what the rest add up to (--view top "
-         f"shows {TOP}).",
-)]
-ScaleToMaxOption = Annotated[bool, typer.Option(
-    "--scale-to-max",
-    help="Run the colour scale from 0 to the largest weight shown, rather than from 0 to 1.",
-)]
+ViewOption = Annotated[
+    View,
+    typer.Option(
+        "--view",
+        metavar="auto|numbers|compact|top",
+        help="How weights are drawn on a terminal. numbers: each weight on its colour; compact: one "
+        "coloured cell per weight, two queries a line (300 keys fit 100 columns); top: each query's "
+        "heaviest keys (see --top). auto: numbers while they fit in two blocks of columns (2,500 at most), "
+        "else compact.",
+    ),
+]
+TopOption = Annotated[
+    int | None,
+    typer.Option(
+        "--top",
+        metavar="K",
+        min=1,
+        show_default=False,
+        help=f"Show each query's K heaviest keys, their weights, and what the rest add up to (--view top shows {TOP}).",
+    ),
+]
+ScaleToMaxOption = Annotated[
+    bool,
+    typer.Option(
+        "--scale-to-max",
+        help="Run the colour scale from 0 to the largest weight shown, rather than from 0 to 1.",
+    ),
+]
+
+
 @dataclass
 class ViewFlags:
     """The view options as typed on the command line."""
@@ -51,8 +65,7 @@ class ViewFlags:
         view = self.view.value
         if self.top is not None:
             if view not in ("auto", "top"):
-                raise UsageError(f"--top {self.top} shows the top view, not --view {view}",
-                                 hint="give one of them")
+                raise UsageError(f"--top {self.top} shows the top view, not --view {view}", hint="give one of them")
             view = "top"
         return ViewStyle(view=view, top=self.top or TOP, scale_to_max=self.scale_to_max)
 

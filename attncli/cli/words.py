@@ -12,7 +12,6 @@ if TYPE_CHECKING:
     from attncli.vectors.table import WordVectors
 
 
-
 def word_vectors(path: str | None, words_file: str | None, texts: list[str]) -> WordVectors:
     """The bundled table, or the user's file read only as far as these words need."""
     from attncli.vectors.table import load_default, phrase_words

@@ -77,8 +77,9 @@ def attention(
     return output, weights
 
 
-def attention_steps(q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                    options: AttentionOptions | None = None, **keywords: Any) -> Steps:
+def attention_steps(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions | None = None, **keywords: Any
+) -> Steps:
     """Every step of attention (``reference``): scores, logits, weights, output."""
     return reference(q, k, v, _options(options, keywords))
 
@@ -96,5 +97,13 @@ def attention_blocked(
     **keywords: Any,
 ) -> np.ndarray:
     """The output alone, from the blocked kernel (see ``kernel.blocked``)."""
-    return blocked(q, k, v, _options(options, keywords), query_block=query_block, key_block=key_block,
-                   workers=workers, progress=progress)
+    return blocked(
+        q,
+        k,
+        v,
+        _options(options, keywords),
+        query_block=query_block,
+        key_block=key_block,
+        workers=workers,
+        progress=progress,
+    )

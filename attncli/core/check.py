@@ -82,15 +82,24 @@ class Verdict:
         return tuple(int(i) for i in np.unravel_index(flat, self.error.shape))
 
 
-def check(out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions,
-          factor: float = 2.0, atol: float | None = None) -> Verdict:
+def check(
+    out: np.ndarray,
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    options: AttentionOptions,
+    factor: float = 2.0,
+    atol: float | None = None,
+) -> Verdict:
     """Compare a kernel's output [..., H_q, n_q, d_v] with the float64 reference
     and the naive baseline in OUT's dtype (see the module's docstring)."""
     q64, k64, v64 = (np.asarray(m).astype(np.float64) for m in (q, k, v))
     ref = reference(q64, k64, v64, options).output
     if tuple(out.shape) != ref.shape:
-        raise ShapeError(f"OUT is {shape_text(tuple(out.shape))} but the output of Q, K and V is {shape_text(ref)}",
-                         hint="the same inputs, options and layout as the kernel's")
+        raise ShapeError(
+            f"OUT is {shape_text(tuple(out.shape))} but the output of Q, K and V is {shape_text(ref)}",
+            hint="the same inputs, options and layout as the kernel's",
+        )
     dtype = np.asarray(out).dtype
     if dtype == np.float64:
         base = blocked(q64, k64, v64, options, query_block=64, key_block=FLOAT64_KEY_BLOCK, workers=1)
@@ -110,8 +119,10 @@ def check(out: np.ndarray, q: np.ndarray, k: np.ndarray, v: np.ndarray, options:
 def check_baseline(baseline_error: np.ndarray, dtype: np.dtype, factor: float, what: str = "the output") -> None:
     """A baseline that overflows ``dtype`` gives the rule no tolerance: say so, never pass or fail on NaN."""
     if factor and not np.isfinite(baseline_error).all():
-        raise AttnError(f"the naive {dtype.name} baseline overflows on these inputs, so the rule has no "
-                        f"tolerance for {what}", hint="scale Q or K down, or give one: --factor 0 --atol A")
+        raise AttnError(
+            f"the naive {dtype.name} baseline overflows on these inputs, so the rule has no tolerance for {what}",
+            hint="scale Q or K down, or give one: --factor 0 --atol A",
+        )
 
 
 def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, dtype: np.dtype) -> np.ndarray:
@@ -161,9 +172,16 @@ FLOAT64_GRAD_BLOCK = 16  # the float64 baseline's query and key blocks (the bloc
 FLOAT64_GRAD_ULPS = 16.0  # and its atol, in ulps: measured, PyTorch's float64 backward needs up to 8 past 2 × baseline
 
 
-def check_grads(grads: dict[str, np.ndarray], q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray,
-                options: AttentionOptions, factors: dict[str, float] | None = None,
-                atol: float | None = None) -> dict[str, Verdict]:
+def check_grads(
+    grads: dict[str, np.ndarray],
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    dout: np.ndarray,
+    options: AttentionOptions,
+    factors: dict[str, float] | None = None,
+    atol: float | None = None,
+) -> dict[str, Verdict]:
     """Each gradient a kernel computed (``dq``, ``dk``, ``dv``, and ``dsinks``,
     ``dbias`` when given) against ``attention_grad``'s float64 reference, by
     the forward's rule: max|G − ref| ≤ factor · max|baseline − ref| + atol, the
@@ -181,12 +199,15 @@ def check_grads(grads: dict[str, np.ndarray], q: np.ndarray, k: np.ndarray, v: n
     verdicts = {}
     for name, got in grads.items():
         if name not in ref:
-            raise ShapeError(f"{name} is given but there is no {name} to compare it with",
-                             hint="dsinks needs sinks and dbias a bias")
+            raise ShapeError(
+                f"{name} is given but there is no {name} to compare it with", hint="dsinks needs sinks and dbias a bias"
+            )
         want = ref[name]
         if tuple(got.shape) != want.shape:
-            raise ShapeError(f"{name} is {shape_text(tuple(got.shape))} but the reference {name} is "
-                             f"{shape_text(want)}", hint="the same inputs, options and layout as the kernel's")
+            raise ShapeError(
+                f"{name} is {shape_text(tuple(got.shape))} but the reference {name} is {shape_text(want)}",
+                hint="the same inputs, options and layout as the kernel's",
+            )
         dtype = np.asarray(got).dtype
         if dtype == np.float64:
             other_order = other_order or attention_grad(q, k, v, dout, options, block=FLOAT64_GRAD_BLOCK).named()

@@ -1,4 +1,5 @@
-"""The checks settings share: a positive finite number, a whole number, a real number."""
+"""The checks settings share: a positive finite number, a whole number, a real
+number; and the window side that has no limit."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import numbers
 from typing import Any
 
 from attncli.errors import UsageError
+
+UNBOUNDED = -1  # a window side of -1 has no limit (FlashAttention's window_size)
 
 
 def check_positive(name: str, value: float | None) -> None:

@@ -86,9 +86,16 @@ WHOLE_CELLS = 1 << 16
 BLOCK = 256
 
 
-def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray,
-                   options: AttentionOptions | None = None, *, block: int | None = None,
-                   workers: int | None = None) -> Grads:
+def attention_grad(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    dout: np.ndarray,
+    options: AttentionOptions | None = None,
+    *,
+    block: int | None = None,
+    workers: int | None = None,
+) -> Grads:
     """dQ, dK, dV (and dsinks, dbias) of attention for the output gradient dO.
 
     [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v],
@@ -106,9 +113,16 @@ def attention_grad(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray
     return backward(q, k, v, dout, _float64(options), block=block or None, workers=workers)
 
 
-def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, options: AttentionOptions,
-             rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x, block: int | None = None,
-             workers: int | None = None) -> Grads:
+def backward(
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    dout: np.ndarray,
+    options: AttentionOptions,
+    rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x,
+    block: int | None = None,
+    workers: int | None = None,
+) -> Grads:
     """The closed form in the inputs' dtype, each step passed through ``rounded``:
     the identity for the float64 reference; for ``attn check --grad``'s naive
     baseline, rounding to a low-precision dtype (``core.check.rounding``).
@@ -117,8 +131,10 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # as a kernel stores them
     out_shape = p.ungroup(np.empty(p.out_shape, dtype=np.int8)).shape  # [..., H_q, n_q, d_v]
     if dout.shape != out_shape:
-        raise ShapeError(f"dO is {shape_text(dout)} but the output is {shape_text(out_shape)}",
-                         hint="give the gradient of the output, one number per output cell")
+        raise ShapeError(
+            f"dO is {shape_text(dout)} but the output is {shape_text(out_shape)}",
+            hint="give the gradient of the output, one number per output cell",
+        )
     do = _group(rounded(dout), p)  # [..., (H_kv, group,) n_q, d_v]
 
     qm, km = p.q, p.k  # [..., n_q, d_k], [..., n_k, d_k] as they met (unit rows for cosine)
@@ -144,17 +160,30 @@ def backward(q: np.ndarray, k: np.ndarray, v: np.ndarray, dout: np.ndarray, opti
     dbias = None
     if options.bias is not None and ds_bias is not None:
         dbias = sum_to(p.ungroup(ds_bias), options.bias.shape)
-    return Grads(sum_to(dq, q.shape), sum_to(dk, k.shape), sum_to(dv, v.shape),
-                 dsinks, dbias, p.ungroup(output),
-                 None if steps is None else _ungroup_steps(steps, p))
+    return Grads(
+        sum_to(dq, q.shape),
+        sum_to(dk, k.shape),
+        sum_to(dv, v.shape),
+        dsinks,
+        dbias,
+        p.ungroup(output),
+        None if steps is None else _ungroup_steps(steps, p),
+    )
 
 
-Raw = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray,
-            "BackwardSteps | None"]
+Raw = tuple[
+    np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray, "BackwardSteps | None"
+]
 
 
-def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
-           rounded: Callable[[np.ndarray], np.ndarray]) -> Raw:
+def _whole(
+    p: Problem,
+    qm: np.ndarray,
+    km: np.ndarray,
+    do: np.ndarray,
+    options: AttentionOptions,
+    rounded: Callable[[np.ndarray], np.ndarray],
+) -> Raw:
     """The closed form on whole n_q × n_k matrices -> grouped dQ, dK, dV (before RoPE
     and cosine are undone), dS summed to the grouped bias's shape (None without a
     bias), each row's sink term −p_s · rowsum(dO ∘ O), O, and the steps."""
@@ -180,8 +209,15 @@ def _whole(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: 
     return dq, dk, dv, ds_bias, sink_terms, output, BackwardSteps(dp, delta, ds, dz)
 
 
-def _blocked(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, options: AttentionOptions,
-             block: int, workers: int | None = None) -> Raw:
+def _blocked(
+    p: Problem,
+    qm: np.ndarray,
+    km: np.ndarray,
+    do: np.ndarray,
+    options: AttentionOptions,
+    block: int,
+    workers: int | None = None,
+) -> Raw:
     """The same in blocks (``grad_blocks``, FlashAttention-2's backward), never holding n_q × n_k."""
     return (*in_blocks(p, qm, km, do, block, workers), None)
 
@@ -194,10 +230,14 @@ def _ungroup_steps(steps: BackwardSteps, p: Problem) -> BackwardSteps:
 
     return BackwardSteps(whole(steps.dp), whole(steps.delta), whole(steps.ds), whole(steps.dz))
 
+
 def _float64(options: AttentionOptions) -> AttentionOptions:
     """The options with their arrays in float64, so that every step runs in float64."""
-    changes = {name: np.asarray(getattr(options, name), dtype=np.float64)
-               for name in ("bias", "sinks", "alibi_slopes") if getattr(options, name) is not None}
+    changes = {
+        name: np.asarray(getattr(options, name), dtype=np.float64)
+        for name in ("bias", "sinks", "alibi_slopes")
+        if getattr(options, name) is not None
+    }
     return options.but(**changes) if changes else options
 
 

@@ -32,8 +32,9 @@ from attncli.core.positions import band_weights, seen_by_all, visible_keys
 Sums = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray]
 
 
-def in_blocks(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, block: int,
-              workers: int | None = None) -> Sums:
+def in_blocks(
+    p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, block: int, workers: int | None = None
+) -> Sums:
     """FlashAttention-2's backward, never holding n_q × n_k -> grouped dQ, dK, dV
     (before RoPE and cosine are undone; dK and dV summed over each group), dS
     summed to the grouped bias's shape (None without a bias), each row's sink
@@ -65,8 +66,9 @@ def in_blocks(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, block:
     shared = threading.Lock()  # a bias shared by several units (broadcast over heads or keys) is added to under it
     local = threading.local()  # each thread's block-sized buffers, for this call
     units = _units(p, block)
-    partial = {id(unit): np.zeros(unit.part.logits_shape[:-2] + (n_q, qm.shape[-1]))
-               for unit in units if unit.key_range > 0}  # dQ of a part's later key ranges, added up after
+    partial = {
+        id(unit): np.zeros(unit.part.logits_shape[:-2] + (n_q, qm.shape[-1])) for unit in units if unit.key_range > 0
+    }  # dQ of a part's later key ranges, added up after
 
     def run(unit: _Unit) -> None:
         def pick(m: np.ndarray) -> np.ndarray:
@@ -202,23 +204,37 @@ def _units(p: Problem, block: int) -> list[_Unit]:
     parts = p.heads()
     ranges = min(key_blocks, -(-UNITS // len(parts)))
     running = np.cumsum(cost)
-    cuts = sorted({0, key_blocks} | {int(np.argmin(np.abs(running - running[-1] * i / ranges))) + 1
-                                     for i in range(1, ranges)})
+    cuts = sorted(
+        {0, key_blocks} | {int(np.argmin(np.abs(running - running[-1] * i / ranges))) + 1 for i in range(1, ranges)}
+    )
     plans = []  # each range's plan: its key blocks [a, b)
     for a, b in itertools.pairwise(cuts):
-        kept = [(rows, [(cols, inside) for cols, inside in blocks if a <= cols.start // block < b])
-                for rows, blocks in plan]
+        kept = [
+            (rows, [(cols, inside) for cols, inside in blocks if a <= cols.start // block < b]) for rows, blocks in plan
+        ]
         kept = [(rows, blocks) for rows, blocks in kept if blocks]
         if kept:
             plans.append((kept, int(cost[a:b].sum())))
-    units = [_Unit(where, part, kept, index, math.prod(part.logits_shape[:-2]) * logits, block)
-             for where, part in parts for index, (kept, logits) in enumerate(plans)]
+    units = [
+        _Unit(where, part, kept, index, math.prod(part.logits_shape[:-2]) * logits, block)
+        for where, part in parts
+        for index, (kept, logits) in enumerate(plans)
+    ]
     units.sort(key=lambda unit: unit.cost, reverse=True)
     return units
 
 
-def _backward_part(unit: _Unit, qm: np.ndarray, km: np.ndarray, v: np.ndarray, do: np.ndarray, lse: np.ndarray,
-                   delta: np.ndarray, sums: _PartSums, scratch: dict[tuple[str, int, int], np.ndarray]) -> None:
+def _backward_part(
+    unit: _Unit,
+    qm: np.ndarray,
+    km: np.ndarray,
+    v: np.ndarray,
+    do: np.ndarray,
+    lse: np.ndarray,
+    delta: np.ndarray,
+    sums: _PartSums,
+    scratch: dict[tuple[str, int, int], np.ndarray],
+) -> None:
     """One unit's blocks, added into ``sums``. For each rows of its plan, their
     Q · factor, dO, L and D are laid out query by query, each query's group
     of heads together ([r · g, ...]: a K/V head's group of query heads), so
@@ -243,16 +259,25 @@ def _backward_part(unit: _Unit, qm: np.ndarray, km: np.ndarray, v: np.ndarray, d
     last = max(cols.stop for _, blocks in unit.plan for cols, _ in blocks)
     for start in range(first - first % span, last, span):
         chunk = slice(max(start, first), min(start + span, last))
-        keys = _Keys(_with_ones(scratch, "k", k[chunk]), _with_ones(scratch, "v", v[chunk]), k, dk, dv, group,
-                     chunk.start)
+        keys = _Keys(
+            _with_ones(scratch, "k", k[chunk]), _with_ones(scratch, "v", v[chunk]), k, dk, dv, group, chunk.start
+        )
         for rows, blocks in unit.plan:
             here = [(cols, inside) for cols, inside in blocks if chunk.start <= cols.start < chunk.stop]
             if here:
                 _backward_rows(part, rows, here, rows_of, keys, sums, scratch, fold)
 
 
-def _backward_rows(part: Problem, rows: slice, blocks: list[tuple[slice, bool]], rows_of: dict[str, np.ndarray],
-                   keys: _Keys, sums: _PartSums, scratch: dict[tuple[str, int, int], np.ndarray], fold: bool) -> None:
+def _backward_rows(
+    part: Problem,
+    rows: slice,
+    blocks: list[tuple[slice, bool]],
+    rows_of: dict[str, np.ndarray],
+    keys: _Keys,
+    sums: _PartSums,
+    scratch: dict[tuple[str, int, int], np.ndarray],
+    fold: bool,
+) -> None:
     """One rows of queries of a unit's plan against its key blocks in the keys at hand."""
     lead = part.logits_shape[:-2]
     group, r = keys.group, (rows.stop - rows.start) * keys.group
@@ -262,13 +287,17 @@ def _backward_rows(part: Problem, rows: slice, blocks: list[tuple[slice, bool]],
         m = rows_of[name][rows]  # [r, g, m] a view
         out = _buffer(scratch, name, r, m.shape[-1] + (column is not None))
         into = out.reshape(m.shape[:-1] + out.shape[-1:])  # [r, g, m (+ 1)]
-        np.multiply(m, scale, out=into[..., :m.shape[-1]])
+        np.multiply(m, scale, out=into[..., : m.shape[-1]])
         if column is not None:
             np.negative(rows_of[column][rows], out=into[..., -1:])
         return out
 
-    at = _Rows(q=laid("q", "lse", part.factor), do=laid("do", "delta"), lse=None if fold else laid("lse", None),
-               dq=_buffer(scratch, "dq", r, rows_of["q"].shape[-1]))
+    at = _Rows(
+        q=laid("q", "lse", part.factor),
+        do=laid("do", "delta"),
+        lse=None if fold else laid("lse", None),
+        dq=_buffer(scratch, "dq", r, rows_of["q"].shape[-1]),
+    )
     if not fold:
         at.q[:, -1] = 0.0  # with a soft-cap, L is subtracted after it
     at.dq[...] = 0.0
@@ -324,8 +353,16 @@ def _buffer(scratch: dict[tuple[str, int, int], np.ndarray], name: str, rows: in
     return scratch[key]
 
 
-def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Rows, keys: _Keys, sums: _PartSums,
-                    scratch: dict[tuple[str, int, int], np.ndarray]) -> None:
+def _backward_block(
+    p: Problem,
+    rows: slice,
+    cols: slice,
+    inside: bool,
+    at: _Rows,
+    keys: _Keys,
+    sums: _PartSums,
+    scratch: dict[tuple[str, int, int], np.ndarray],
+) -> None:
     """One block of queries × keys: P recomputed once from L, five products.
     ``inside``: no band to apply (``combine``)."""
     lead = p.logits_shape[:-2]
@@ -346,8 +383,9 @@ def _backward_block(p: Problem, rows: slice, cols: slice, inside: bool, at: _Row
         np.minimum(z, 0.0, out=z)
     weights = np.exp(z, out=z)  # [r·g, c] P = exp(logits − L): 0 where masked
     if banded:  # and 0 where the band forbids: as weights after exp, which takes 3.5× as long on −inf
-        logits *= band_weights(range(p.n_q)[rows], range(p.n_k)[cols], p.n_q, p.n_k, p.options.causal,
-                               p.options.window, z.dtype)
+        logits *= band_weights(
+            range(p.n_q)[rows], range(p.n_k)[cols], p.n_q, p.n_k, p.options.causal, p.options.window, z.dtype
+        )
     keys.dv[cols] += np.matmul(weights.T, at.do[:, :d_v], out=_buffer(scratch, "dv", c, d_v))  # [c, r·g] @ [r·g, d_v]
     ds = np.matmul(at.do, v.T, out=_buffer(scratch, "ds", r, c))  # [r·g, d_v + 1] @ [d_v + 1, c] -> dP − D
     ds *= weights  # dS = P ∘ (dP − D)

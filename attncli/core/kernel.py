@@ -120,8 +120,7 @@ def _attend_rows(p: Problem, rows: slice, key_block: int, bounded: bool, base2: 
     return state
 
 
-def _attend_block(state: _Rows, p: Problem, rows: slice, cols: slice, inside: bool, bounded: bool,
-                  base2: bool) -> None:
+def _attend_block(state: _Rows, p: Problem, rows: slice, cols: slice, inside: bool, bounded: bool, base2: bool) -> None:
     """One block of queries against one block of keys, added to ``state``;
     ``inside``: every query of the block sees every key of it.
 
@@ -146,16 +145,29 @@ def _attend_block(state: _Rows, p: Problem, rows: slice, cols: slice, inside: bo
     _add(state, logits, p.v[..., cols, :], p, bounded, sure=inside and p.mask is None and p.bias is None)
 
 
-def _add_base2(state: _Rows, qb: np.ndarray, kb: np.ndarray, vb: np.ndarray, p: Problem, rows: slice,
-               cols: slice, banded: bool) -> None:
+def _add_base2(
+    state: _Rows, qb: np.ndarray, kb: np.ndarray, vb: np.ndarray, p: Problem, rows: slice, cols: slice, banded: bool
+) -> None:
     """``_add`` of a block made in base 2 and keys first (``_attend_block``):
     queries [..., r, d_k] against keys [..., c, d_k] and values [..., c, d_v],
     the band's 0/1 weights of ``rows`` × ``cols`` multiplied in when ``banded``."""
-    logits, _ = combine(product(qb, kb, p.options.similarity, p.factor * LOG2E, keys_first=True), p, rows, cols,
-                        inside=True)  # [..., r, c] in base 2, laid out keys first
-    keep = None if not banded else band_weights(range(p.n_q)[rows], range(p.n_k)[cols], p.n_q, p.n_k,
-                                                 p.options.causal, p.options.window, logits.dtype,
-                                                 keys_first=True)  # [r, c] 1 or 0, laid out as the logits are
+    logits, _ = combine(
+        product(qb, kb, p.options.similarity, p.factor * LOG2E, keys_first=True), p, rows, cols, inside=True
+    )  # [..., r, c] in base 2, laid out keys first
+    keep = (
+        None
+        if not banded
+        else band_weights(
+            range(p.n_q)[rows],
+            range(p.n_k)[cols],
+            p.n_q,
+            p.n_k,
+            p.options.causal,
+            p.options.window,
+            logits.dtype,
+            keys_first=True,
+        )
+    )  # [r, c] 1 or 0, laid out as the logits are
     _add(state, logits, vb, p, True, sure=False, base2=True, keep=keep)
 
 
@@ -188,8 +200,16 @@ def _start(state: _Rows, p: Problem, rows: slice) -> None:
             state.total += np.exp(p.sinks)
 
 
-def _add(state: _Rows, logits: np.ndarray, values: np.ndarray, p: Problem, bounded: bool, sure: bool,
-         base2: bool = False, keep: np.ndarray | None = None) -> None:
+def _add(
+    state: _Rows,
+    logits: np.ndarray,
+    values: np.ndarray,
+    p: Problem,
+    bounded: bool,
+    sure: bool,
+    base2: bool = False,
+    keep: np.ndarray | None = None,
+) -> None:
     """One key block's share of the online softmax: logits [..., r, c] (used
     up), values [..., c, d_v]. ``sure``: no row of the block is all −inf.
     ``base2``: the logits are in base 2 (bounded only), taken through exp2.
@@ -278,8 +298,12 @@ def _stacked(m: np.ndarray, start: int, stack: _Stack, length: int) -> np.ndarra
     """[..., n, d] -> [count, ..., length, d]: rows start + b · size .. + length of m
     for each block b of the stack, as a read-only view (overlapping when length > size)."""
     m = m[..., start:, :]
-    return np.lib.stride_tricks.as_strided(m, shape=(stack.count, *m.shape[:-2], length, m.shape[-1]),
-                                           strides=(stack.size * m.strides[-2], *m.strides), writeable=False)
+    return np.lib.stride_tricks.as_strided(
+        m,
+        shape=(stack.count, *m.shape[:-2], length, m.shape[-1]),
+        strides=(stack.size * m.strides[-2], *m.strides),
+        writeable=False,
+    )
 
 
 def _inner_blocks(p: Problem, size: int, lo: int, hi: int) -> range:

@@ -85,11 +85,18 @@ class Problem:
             for h in range(0, lead[-1], together):
                 where = tuple(slice(i, i + 1) for i in index) + (slice(h, min(h + together, lead[-1])),)
                 q, k, v = (_pick(m, where, ndim) for m in (self.q, self.k, self.v))
-                mask, bias, alibi, sinks = (None if m is None else _pick(m, where, ndim)
-                                            for m in (self.mask, self.bias, self.alibi, self.sinks))
+                mask, bias, alibi, sinks = (
+                    None if m is None else _pick(m, where, ndim) for m in (self.mask, self.bias, self.alibi, self.sinks)
+                )
                 shape = tuple(w.stop - w.start for w in where) + self.logits_shape[cut:]
-                parts.append((where, replace(self, q=q, k=k, v=v, mask=mask, bias=bias, alibi=alibi, sinks=sinks,
-                                             logits_shape=shape)))
+                parts.append(
+                    (
+                        where,
+                        replace(
+                            self, q=q, k=k, v=v, mask=mask, bias=bias, alibi=alibi, sinks=sinks, logits_shape=shape
+                        ),
+                    )
+                )
         return parts
 
     def ungroup(self, x: np.ndarray) -> np.ndarray:
@@ -134,18 +141,31 @@ def prepare(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptio
     mask = None if options.mask is None else grouped(np.atleast_2d(options.mask))
     bias = None if options.bias is None else grouped(np.atleast_2d(options.bias).astype(dtype))
     logits_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2]) + (n_q, n_k)
-    return Problem(q, k, v, options, scale, mask, bias, logits_shape, _score_bound(q, k, options.similarity),
-                   alibi=None if slopes is None else grouped(slopes),
-                   sinks=None if sinks is None else grouped(sinks), group=group)
+    return Problem(
+        q,
+        k,
+        v,
+        options,
+        scale,
+        mask,
+        bias,
+        logits_shape,
+        _score_bound(q, k, options.similarity),
+        alibi=None if slopes is None else grouped(slopes),
+        sinks=None if sinks is None else grouped(sinks),
+        group=group,
+    )
 
 
 def check_softcap(cap: float | None, dtype: np.dtype) -> None:
     """cap · tanh(z / cap) is worked out in the scores' dtype: the cap must be a normal number of it."""
     info = np.finfo(dtype)
     if cap is not None and not float(info.tiny) <= cap <= float(info.max):
-        raise UsageError(f"softcap {cap:g} is outside {np.dtype(dtype).name}'s range "
-                         f"({float(info.tiny):.3g} to {float(info.max):.3g})",
-                         hint="give a softcap within it" + ("" if dtype == np.float64 else ", or pass float64 data"))
+        raise UsageError(
+            f"softcap {cap:g} is outside {np.dtype(dtype).name}'s range "
+            f"({float(info.tiny):.3g} to {float(info.max):.3g})",
+            hint="give a softcap within it" + ("" if dtype == np.float64 else ", or pass float64 data"),
+        )
 
 
 def check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
@@ -154,11 +174,14 @@ def check_shapes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> None:
         if m.ndim < 2:
             raise ShapeError(f"{name} must be a matrix (rows × columns), got shape {m.shape}")
     if q.shape[-1] != k.shape[-1]:
-        raise ShapeError(f"Q is {shape_text(q)} but K is {shape_text(k)}",
-                         hint="Q and K need the same number of columns, d_k")
+        raise ShapeError(
+            f"Q is {shape_text(q)} but K is {shape_text(k)}", hint="Q and K need the same number of columns, d_k"
+        )
     if k.shape[-2] != v.shape[-2]:
-        raise ShapeError(f"K is {shape_text(k)} but V is {shape_text(v)}",
-                         hint="K and V need the same number of rows: one value per key")
+        raise ShapeError(
+            f"K is {shape_text(k)} but V is {shape_text(v)}",
+            hint="K and V need the same number of rows: one value per key",
+        )
 
 
 def leading_axes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[tuple[int, ...], int]:
@@ -170,21 +193,26 @@ def leading_axes(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> tuple[tuple[int
     K/V head h // (H_q / H_kv) (PyTorch's ``enable_gqa``, FlashAttention).
     """
     if not _broadcast(k.shape[:-2], v.shape[:-2]):
-        raise ShapeError(f"K is {shape_text(k)} but V is {shape_text(v)}",
-                         hint="K and V need the same batch and head axes")
+        raise ShapeError(
+            f"K is {shape_text(k)} but V is {shape_text(v)}", hint="K and V need the same batch and head axes"
+        )
     kv = np.broadcast_shapes(k.shape[:-2], v.shape[:-2])
     group = 1
     if q.ndim >= 3 and len(kv) >= 1:
         h_q, h_kv = q.shape[-3], kv[-1]
         if h_q != h_kv and 1 not in (h_q, h_kv):
             if h_q % h_kv:
-                raise ShapeError(f"Q has {h_q} heads but K and V have {h_kv}",
-                                 hint="for grouped-query attention the K/V heads must divide the query heads")
+                raise ShapeError(
+                    f"Q has {h_q} heads but K and V have {h_kv}",
+                    hint="for grouped-query attention the K/V heads must divide the query heads",
+                )
             group = h_q // h_kv
             kv = kv[:-1] + (h_q,)
     if not _broadcast(q.shape[:-2], kv):
-        raise ShapeError(f"Q is {shape_text(q)} but K is {shape_text(k)}",
-                         hint="their leading axes [batch, heads] must be equal or 1")
+        raise ShapeError(
+            f"Q is {shape_text(q)} but K is {shape_text(k)}",
+            hint="their leading axes [batch, heads] must be equal or 1",
+        )
     return np.broadcast_shapes(q.shape[:-2], kv), group
 
 
@@ -204,11 +232,13 @@ def _rotated(q: np.ndarray, k: np.ndarray, options: AttentionOptions) -> tuple[n
     assert rope is not None
     d_k = q.shape[-1]
     if rope.dim is not None and rope.dim > d_k:
-        raise ShapeError(f"rope dim is {rope.dim} but Q and K have d_k = {d_k}",
-                         hint="rotate at most every feature of a head")
+        raise ShapeError(
+            f"rope dim is {rope.dim} but Q and K have d_k = {d_k}", hint="rotate at most every feature of a head"
+        )
     if rope.dim is None and d_k % 2:
-        raise ShapeError(f"RoPE rotates features in pairs, but d_k = {d_k} is odd",
-                         hint="give an even rope dim of at most d_k")
+        raise ShapeError(
+            f"RoPE rotates features in pairs, but d_k = {d_k} is odd", hint="give an even rope dim of at most d_k"
+        )
     with np.errstate(over="ignore", invalid="ignore"):
         return rotate_qk(q, k, rope)
 
@@ -221,8 +251,9 @@ def _per_head(what: str, values: np.ndarray, lead: tuple[int, ...]) -> np.ndarra
     if not broadcasts_to(values.shape, lead):
         heads = lead[-1] if lead else 1
         got = values.shape[-1] if values.ndim else 1
-        raise ShapeError(f"{what}: {got} given for {plural(heads, 'query head')}",
-                         hint="give one per query head, or one for all")
+        raise ShapeError(
+            f"{what}: {got} given for {plural(heads, 'query head')}", hint="give one per query head, or one for all"
+        )
     return values.reshape(values.shape + (1, 1))
 
 
@@ -234,14 +265,16 @@ def _grouped(m: np.ndarray, ndim: int, group: int) -> np.ndarray:
     return m.reshape(*shape[:-3], shape[-3] // group, group, *shape[-2:])
 
 
-def scores(p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING, factor: float = 1.0,
-           keys_first: bool = False) -> np.ndarray:
+def scores(
+    p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING, factor: float = 1.0, keys_first: bool = False
+) -> np.ndarray:
     """factor · q·k for a block of queries and keys: [..., r, c] (cosine: of unit-length rows)."""
     return product(p.q[..., rows, :], p.k[..., cols, :], p.options.similarity, factor, keys_first)
 
 
-def product(qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0,
-            keys_first: bool = False) -> np.ndarray:
+def product(
+    qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0, keys_first: bool = False
+) -> np.ndarray:
     """factor · q·k of rows of Q and K: [..., r, d_k], [..., c, d_k] -> [..., r, c]
     (cosine: of unit-length rows, made row by row: the same as on whole matrices).
 
@@ -262,8 +295,14 @@ def product(qb: np.ndarray, kb: np.ndarray, similarity: str, factor: float = 1.0
         return qb @ np.swapaxes(kb, -1, -2)  # [..., r, d_k] @ [..., d_k, c] -> [..., r, c]
 
 
-def combine(logits: np.ndarray, p: Problem, rows: slice = EVERYTHING, cols: slice = EVERYTHING,
-            inside: bool = False, stages: dict[str, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray | None]:
+def combine(
+    logits: np.ndarray,
+    p: Problem,
+    rows: slice = EVERYTHING,
+    cols: slice = EVERYTHING,
+    inside: bool = False,
+    stages: dict[str, np.ndarray] | None = None,
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Apply the options to scaled scores (scale · q·k / temperature), in place.
 
     [..., r, c] -> logits [..., r, c] and allowed [..., r, c] bool (None when
@@ -328,8 +367,9 @@ def check_scores(logits: np.ndarray) -> None:
 
 def check_output(output: np.ndarray) -> None:
     if not np.isfinite(output).all():
-        raise AttnError("the output overflows: V holds numbers too large to add up",
-                        hint="scale V down, or pass float64 data")
+        raise AttnError(
+            "the output overflows: V holds numbers too large to add up", hint="scale V down, or pass float64 data"
+        )
 
 
 def _score_bound(q: np.ndarray, k: np.ndarray, similarity: str) -> float:
@@ -359,6 +399,5 @@ def _pick(m: np.ndarray, where: tuple[slice, ...], ndim: int) -> np.ndarray:
     """The view of m (right-aligned against ``ndim`` axes, broadcasting) at
     ``where`` on the leading axes; an axis of length 1 stays whole."""
     lead = ndim - m.ndim  # m's axis a is axis a + lead of the whole problem
-    cut = tuple(where[a + lead] if a + lead < len(where) and m.shape[a] > 1 else EVERYTHING
-                for a in range(m.ndim))
+    cut = tuple(where[a + lead] if a + lead < len(where) and m.shape[a] > 1 else EVERYTHING for a in range(m.ndim))
     return m[cut]

@@ -108,8 +108,7 @@ def multi_head_attention_steps(
     dtype = result_dtype(*(np.asarray(m) for m in (x, z, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o) if m is not None))
     x, z, w_q, w_k, w_v = (np.asarray(m, dtype=dtype) for m in (x, z, w_q, w_k, w_v))
     w_o = None if w_o is None else np.asarray(w_o, dtype=dtype)
-    b_q, b_k, b_v, b_o = (_bias(name, b, dtype)
-                          for name, b in (("b_q", b_q), ("b_k", b_k), ("b_v", b_v), ("b_o", b_o)))
+    b_q, b_k, b_v, b_o = (_bias(name, b, dtype) for name, b in (("b_q", b_q), ("b_k", b_k), ("b_v", b_v), ("b_o", b_o)))
     _check_projections(x, z, z_name, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, n_head)
     n_q, n_k = x.shape[0], z.shape[0]
     for m in (options.mask, options.bias):
@@ -125,7 +124,10 @@ def multi_head_attention_steps(
         v = linear(z, w_v, b_v)  # [n_k, d_z] @ [d_z, d_v] -> [n_k, d_v]
     _check_finite("the projections overflow: X, Z or the W hold numbers too large", q, k, v)
     heads = reference(  # [n_head, n_q, d_head], [n_head, n_k, d_head], [n_head, n_k, d_v/n_head]
-        split_heads(q, n_head), split_heads(k, n_head), split_heads(v, n_head), options,
+        split_heads(q, n_head),
+        split_heads(k, n_head),
+        split_heads(v, n_head),
+        options,
     )  # weights [n_head, n_q, n_k], output [n_head, n_q, d_v / n_head]
     merged = merge_heads(heads.output)  # -> [n_q, d_v]
     with np.errstate(over="ignore", invalid="ignore"):
@@ -134,8 +136,9 @@ def multi_head_attention_steps(
     return MultiHeadSteps(q, k, v, heads, merged, output)
 
 
-def multi_head_attention(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray,
-                         **options) -> tuple[np.ndarray, np.ndarray]:
+def multi_head_attention(
+    x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, **options
+) -> tuple[np.ndarray, np.ndarray]:
     """Multi-head attention -> (output [n_q, d_out], weights [n_head, n_q, n_k]).
 
     See ``multi_head_attention_steps`` for the options (context, w_o, biases,
@@ -164,25 +167,38 @@ def _check_projections(x, z, z_name, w_q, w_k, w_v, w_o, b_q, b_k, b_v, b_o, n_h
             raise ShapeError(f"{name} must be a matrix (rows × columns), got shape {shape_text(m)}")
     for data, data_name, w, w_name in ((x, "X", w_q, "W_Q"), (z, z_name, w_k, "W_K"), (z, z_name, w_v, "W_V")):
         if w.shape[0] != data.shape[1]:
-            raise ShapeError(f"{data_name} is {shape_text(data)} but {w_name} is {shape_text(w)}",
-                             hint=f"{w_name} needs {data.shape[1]} rows, one per column of {data_name}")
+            raise ShapeError(
+                f"{data_name} is {shape_text(data)} but {w_name} is {shape_text(w)}",
+                hint=f"{w_name} needs {data.shape[1]} rows, one per column of {data_name}",
+            )
     if w_q.shape[1] != w_k.shape[1]:
-        raise ShapeError(f"W_Q is {shape_text(w_q)} but W_K is {shape_text(w_k)}",
-                         hint="W_Q and W_K need the same number of columns, d_attn")
+        raise ShapeError(
+            f"W_Q is {shape_text(w_q)} but W_K is {shape_text(w_k)}",
+            hint="W_Q and W_K need the same number of columns, d_attn",
+        )
     if w_o is not None and w_o.shape[0] != w_v.shape[1]:
-        raise ShapeError(f"W_V is {shape_text(w_v)} but W_O is {shape_text(w_o)}",
-                         hint=f"W_O needs {w_v.shape[1]} rows, one per column of W_V")
+        raise ShapeError(
+            f"W_V is {shape_text(w_v)} but W_O is {shape_text(w_o)}",
+            hint=f"W_O needs {w_v.shape[1]} rows, one per column of W_V",
+        )
     if b_o is not None and w_o is None:
         raise ShapeError("b_o is given but W_O is not", hint="b_o is added after the output projection W_O")
-    for b, b_name, w, w_name in ((b_q, "b_q", w_q, "W_Q"), (b_k, "b_k", w_k, "W_K"),
-                                 (b_v, "b_v", w_v, "W_V"), (b_o, "b_o", w_o, "W_O")):
+    for b, b_name, w, w_name in (
+        (b_q, "b_q", w_q, "W_Q"),
+        (b_k, "b_k", w_k, "W_K"),
+        (b_v, "b_v", w_v, "W_V"),
+        (b_o, "b_o", w_o, "W_O"),
+    ):
         if b is not None and b.shape[0] != w.shape[1]:
-            raise ShapeError(f"{b_name} has {b.shape[0]} numbers but {w_name} is {shape_text(w)}",
-                             hint=f"one per column of {w_name}")
+            raise ShapeError(
+                f"{b_name} has {b.shape[0]} numbers but {w_name} is {shape_text(w)}", hint=f"one per column of {w_name}"
+            )
     for w, w_name, d_name in ((w_q, "W_Q", "d_attn"), (w_v, "W_V", "d_v")):
         if w.shape[1] % n_head:
-            raise ShapeError(f"{w_name} is {shape_text(w)}: {d_name} = {w.shape[1]} does not split into {n_head} heads",
-                             hint=f"the number of heads must divide {d_name}")
+            raise ShapeError(
+                f"{w_name} is {shape_text(w)}: {d_name} = {w.shape[1]} does not split into {n_head} heads",
+                hint=f"the number of heads must divide {d_name}",
+            )
 
 
 def _check_finite(message: str, *arrays: np.ndarray) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from attncli.core.checks import check_positive, is_int
+from attncli.core.checks import UNBOUNDED, check_positive, is_int
 from attncli.core.rope import Rope
 from attncli.errors import AttnError, UsageError
 
@@ -29,7 +29,6 @@ Causal = bool | CausalAlign
 
 SIMILARITIES: tuple[Similarity, ...] = ("dot", "cosine")
 CAUSAL_ALIGNS: tuple[CausalAlign, ...] = ("top-left", "bottom-right")
-UNBOUNDED = -1  # a window side of -1 has no limit (FlashAttention's window_size)
 
 
 @dataclass(frozen=True, eq=False)
@@ -64,8 +63,10 @@ class AttentionOptions:
         check_positive("scale", self.scale)
         check_positive("temperature", self.temperature)
         if not math.isfinite((self.scale or 1.0) / self.temperature):  # the default scale 1/√d_k ≤ 1
-            raise UsageError(f"temperature {self.temperature} is too small: scale / temperature overflows",
-                             hint="use a larger temperature (or a smaller scale)")
+            raise UsageError(
+                f"temperature {self.temperature} is too small: scale / temperature overflows",
+                hint="use a larger temperature (or a smaller scale)",
+            )
         if self.similarity not in SIMILARITIES:
             raise AttnError(f"unknown similarity {self.similarity!r}", hint="use dot or cosine")
         if self.causal is not None and self.causal not in CAUSAL_ALIGNS:
@@ -82,8 +83,9 @@ class AttentionOptions:
         if self.sinks is not None:
             object.__setattr__(self, "sinks", _per_head("sinks", self.sinks))
         if self.rope is not None and not isinstance(self.rope, Rope):
-            raise UsageError(f"rope must be a Rope, not {type(self.rope).__name__}",
-                             hint="AttentionOptions(rope=Rope('neox'))")
+            raise UsageError(
+                f"rope must be a Rope, not {type(self.rope).__name__}", hint="AttentionOptions(rope=Rope('neox'))"
+            )
 
     @property
     def uses_alibi(self) -> bool:
@@ -163,8 +165,10 @@ def _boolean_mask(mask: np.ndarray) -> np.ndarray:
 
     mask = np.asarray(mask)
     if mask.dtype != bool:
-        raise AttnError(f"a mask must be boolean (True where a query may attend), not {mask.dtype}",
-                        hint="an additive float mask is a bias")
+        raise AttnError(
+            f"a mask must be boolean (True where a query may attend), not {mask.dtype}",
+            hint="an additive float mask is a bias",
+        )
     return mask
 
 
@@ -187,8 +191,9 @@ def _window(window: Any) -> tuple[int, int]:
         raise UsageError(f"a window is (left, right), got {window!r}") from None
     for side, n in (("left", left), ("right", right)):
         if not is_int(n) or n < UNBOUNDED:
-            raise UsageError(f"the window's {side} side must be a whole number ≥ -1, got {n}",
-                             hint="-1 means unbounded on that side")
+            raise UsageError(
+                f"the window's {side} side must be a whole number ≥ -1, got {n}", hint="-1 means unbounded on that side"
+            )
     return int(left), int(right)
 
 
@@ -240,19 +245,33 @@ def _say_scale(o: AttentionOptions, c: Call) -> Said:
     if o.scale is not None:
         return Said("scale", scale, f"scale {scale:g}", f"The scores are multiplied by {scale:g}, the scale given.")
     if o.similarity == "cosine":
-        return Said("scale", scale, "cosine similarity · scale 1",
-                    "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1).")
-    return Said("scale", scale, f"scale 1/√{c.d_k} = {scale:.4g}",
-                f"The scores are multiplied by 1/√d_k = 1/√{c.d_k} = {scale:.4g}: the more numbers a dot product "
-                "adds up (d_k of them), the wider its values spread, and scaling keeps softmax from piling all "
-                "the weight on one key.")
+        return Said(
+            "scale",
+            scale,
+            "cosine similarity · scale 1",
+            "Cosine similarities are already between −1 and 1, so they are not scaled (scale 1).",
+        )
+    return Said(
+        "scale",
+        scale,
+        f"scale 1/√{c.d_k} = {scale:.4g}",
+        f"The scores are multiplied by 1/√d_k = 1/√{c.d_k} = {scale:.4g}: the more numbers a dot product "
+        "adds up (d_k of them), the wider its values spread, and scaling keeps softmax from piling all "
+        "the weight on one key.",
+    )
 
 
 def _say_temperature(o: AttentionOptions, c: Call) -> Said:
     t = o.temperature
-    return Said("temperature", t, None if t == 1 else f"temperature {t:g}", None if t == 1 else
-                f"Then they are divided by the temperature {t:g}, which {'flattens' if t > 1 else 'sharpens'} "
-                "the weights.")
+    return Said(
+        "temperature",
+        t,
+        None if t == 1 else f"temperature {t:g}",
+        None
+        if t == 1
+        else f"Then they are divided by the temperature {t:g}, which {'flattens' if t > 1 else 'sharpens'} "
+        "the weights.",
+    )
 
 
 def _say_similarity(o: AttentionOptions, c: Call) -> Said:
@@ -265,33 +284,54 @@ def _say_rope(o: AttentionOptions, c: Call) -> Said | None:
         return None
     dim = rope.dim or c.d_k
     start = c.n_k - c.n_q if rope.offset is None else rope.offset
-    extra = [f"θ {rope.theta:g}"] + ([f"{rope.features} {rope.dim} dims"] if rope.dim else []) + (
-        [f"queries from position {rope.offset}"] if rope.offset is not None else []) + (
-        [f"{rope.scaling.kind} scaling"] if rope.scaling is not None else [])
-    pairs = (f"feature i with feature i + {dim // 2} (rotate_half)" if rope.style == "neox"
-             else "features 2i and 2i + 1 (interleaved)")
+    extra = (
+        [f"θ {rope.theta:g}"]
+        + ([f"{rope.features} {rope.dim} dims"] if rope.dim else [])
+        + ([f"queries from position {rope.offset}"] if rope.offset is not None else [])
+        + ([f"{rope.scaling.kind} scaling"] if rope.scaling is not None else [])
+    )
+    pairs = (
+        f"feature i with feature i + {dim // 2} (rotate_half)"
+        if rope.style == "neox"
+        else "features 2i and 2i + 1 (interleaved)"
+    )
     turned = "the first" if rope.features == "first" else "the last"
     rest = f" Only {turned} {dim} of the {c.d_k} features turn." if dim < c.d_k else ""
-    scaled = "" if rope.scaling is None else (
-        f" The frequencies are {rope.scaling.kind}-scaled (factor {rope.scaling.factor:g})."
-        if rope.scaling.factor is not None else f" The frequencies are {rope.scaling.kind}-scaled.")
+    scaled = (
+        ""
+        if rope.scaling is None
+        else (
+            f" The frequencies are {rope.scaling.kind}-scaled (factor {rope.scaling.factor:g})."
+            if rope.scaling.factor is not None
+            else f" The frequencies are {rope.scaling.kind}-scaled."
+        )
+    )
     data: dict[str, Any] = {"style": rope.style, "theta": rope.theta, "dim": rope.dim, "offset": rope.offset}
     if rope.features != "first":
         data["features"] = rope.features
     if rope.scaling is not None:
         data["scaling"] = {k: v for k, v in vars(rope.scaling).items() if v is not None}
-    return Said("rope", data, f"RoPE {rope.style} ({', '.join(extra)})",
-                f"Each pair of features turns by the angle position · {rope.theta:g}^(−2i/{dim}); {rope.style} "
-                f"pairs {pairs}.{rest}{scaled} Keys sit at positions 0 to {c.n_k - 1}, queries at {start} to "
-                f"{start + c.n_q - 1}, so a score depends on how far apart the two are.")
+    return Said(
+        "rope",
+        data,
+        f"RoPE {rope.style} ({', '.join(extra)})",
+        f"Each pair of features turns by the angle position · {rope.theta:g}^(−2i/{dim}); {rope.style} "
+        f"pairs {pairs}.{rest}{scaled} Keys sit at positions 0 to {c.n_k - 1}, queries at {start} to "
+        f"{start + c.n_q - 1}, so a score depends on how far apart the two are.",
+    )
 
 
 def _say_softcap(o: AttentionOptions, c: Call) -> Said | None:
     cap = o.softcap
     if cap is None:
         return None
-    return Said("softcap", cap, f"softcap {cap:g}", f"Each scaled score x becomes {cap:g} · tanh(x / {cap:g}): "
-                f"about x when small, never beyond ±{cap:g} (Gemma 2).")
+    return Said(
+        "softcap",
+        cap,
+        f"softcap {cap:g}",
+        f"Each scaled score x becomes {cap:g} · tanh(x / {cap:g}): "
+        f"about x when small, never beyond ±{cap:g} (Gemma 2).",
+    )
 
 
 def _say_alibi(o: AttentionOptions, c: Call) -> Said | None:
@@ -300,9 +340,13 @@ def _say_alibi(o: AttentionOptions, c: Call) -> Said | None:
     from attncli.core.positions import alibi_slopes
 
     slopes = alibi_slopes(c.heads) if o.alibi_slopes is None else o.alibi_slopes
-    return Said("alibi_slopes", slopes, "ALiBi" + (" (own slopes)" if o.alibi_slopes is not None else ""),
-                "ALiBi adds −m·|i + n_k − n_q − j| to each score: the farther the key from the query, the lower "
-                "its score (m is this head's slope).")
+    return Said(
+        "alibi_slopes",
+        slopes,
+        "ALiBi" + (" (own slopes)" if o.alibi_slopes is not None else ""),
+        "ALiBi adds −m·|i + n_k − n_q − j| to each score: the farther the key from the query, the lower "
+        "its score (m is this head's slope).",
+    )
 
 
 def _say_window(o: AttentionOptions, c: Call) -> Said | None:
@@ -316,29 +360,56 @@ def _say_window(o: AttentionOptions, c: Call) -> Said | None:
     def end(bound: int | None, open_end: str) -> str:
         return open_end if bound is None else "i" if bound == 0 else f"i {'+' if bound > 0 else '−'} {abs(bound)}"
 
-    return Said("window", list(o.window), f"window {left},{right}",
-                f"The window ({left},{right}) lets query i see keys {end(lo, '0')} to {end(hi, 'the last')}.")
+    return Said(
+        "window",
+        list(o.window),
+        f"window {left},{right}",
+        f"The window ({left},{right}) lets query i see keys {end(lo, '0')} to {end(hi, 'the last')}.",
+    )
 
 
 def _say_causal(o: AttentionOptions, c: Call) -> Said:
-    return Said("causal", o.causal or False, None if o.causal is None else f"causal ({o.causal})",
-                None if o.causal is None else "Causal: each query sees only the keys up to its own position.")
+    return Said(
+        "causal",
+        o.causal or False,
+        None if o.causal is None else f"causal ({o.causal})",
+        None if o.causal is None else "Causal: each query sees only the keys up to its own position.",
+    )
 
 
 def _say_bias(o: AttentionOptions, c: Call) -> Said | None:
-    return None if o.bias is None else Said(
-        "bias", None, None, "The bias adds its numbers to the scaled scores; −∞ there forbids a pair too.")
+    return (
+        None
+        if o.bias is None
+        else Said("bias", None, None, "The bias adds its numbers to the scaled scores; −∞ there forbids a pair too.")
+    )
 
 
 def _say_sinks(o: AttentionOptions, c: Call) -> Said | None:
-    return None if o.sinks is None else Said(
-        "sinks", o.sinks, "sinks", "Softmax turns each row into weights e^x / (Σ e^x + e^s), where s is the head's "
-        "sink: a logit with no key and no value that takes its share of the denominator (gpt-oss). So each row "
-        "sums to less than 1, and a query that finds no good key can give little weight to all of them.")
+    return (
+        None
+        if o.sinks is None
+        else Said(
+            "sinks",
+            o.sinks,
+            "sinks",
+            "Softmax turns each row into weights e^x / (Σ e^x + e^s), where s is the head's "
+            "sink: a logit with no key and no value that takes its share of the denominator (gpt-oss). So each row "
+            "sums to less than 1, and a query that finds no good key can give little weight to all of them.",
+        )
+    )
 
 
 # Each setting's saying, in the order the settings act (the order of ``logits.combine``).
 SAYINGS: tuple[Callable[[AttentionOptions, Call], Said | None], ...] = (
-    _say_scale, _say_temperature, _say_similarity, _say_rope, _say_softcap, _say_bias, _say_alibi, _say_window,
-    _say_causal, _say_sinks,
+    _say_scale,
+    _say_temperature,
+    _say_similarity,
+    _say_rope,
+    _say_softcap,
+    _say_bias,
+    _say_alibi,
+    _say_window,
+    _say_causal,
+    _say_sinks,
 )

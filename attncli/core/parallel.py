@@ -42,14 +42,14 @@ def map_blocks(fn, blocks: list, workers: int | None, progress) -> None:
     """
     workers = min(worker_count(workers), len(blocks))
     if workers <= 1:
-        with blas_held(1):
+        with one_blas_thread():
             for done, block in enumerate(blocks, 1):
                 fn(block)
                 if progress:
                     progress(done, len(blocks))
         return
     pool = _pool(workers)
-    with blas_held(1):
+    with one_blas_thread():
         futures: list[Future[Any]] = [pool.submit(fn, block) for block in blocks]
         try:
             if progress is None:  # one wake-up of this thread at the end (or the first error), not one a block
@@ -97,6 +97,13 @@ def _cores() -> int:
         return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover - macOS, Windows
         return os.cpu_count() or 1
+
+
+def one_blas_thread() -> AbstractContextManager[Any]:
+    """BLAS held to one thread while in the block (``blas_held(1)``): inside the
+    pool's blocks, and around a caller's own run of small products (a decoder's
+    layers)."""
+    return blas_held(1)
 
 
 def blas_held(workers: int | None) -> AbstractContextManager[Any]:

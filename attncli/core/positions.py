@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from attncli.core.options import UNBOUNDED
+from attncli.core.checks import UNBOUNDED
 from attncli.core.rope import MAX_POSITION, POSITION_HINT, Rope, RopeScaling
 from attncli.errors import ShapeError, UsageError
 
@@ -35,14 +35,14 @@ def rope_frequencies(rope: Rope, dim: int, length: int) -> tuple[np.ndarray, flo
     """
     exponents = np.arange(0, dim, 2, dtype=np.float64) / dim  # [dim / 2] the 2i / dim
     if rope.scaling is None:
-        return rope.theta ** -exponents, 1.0
+        return rope.theta**-exponents, 1.0
     return SCALINGS[rope.scaling.kind](rope.theta, exponents, dim, rope.scaling, length)
 
 
 def _linear(theta: float, exponents: np.ndarray, dim: int, s: RopeScaling, length: int) -> tuple[np.ndarray, float]:
     """Position interpolation: every frequency divided by the factor
     (``_compute_linear_scaling_rope_parameters``)."""
-    return theta ** -exponents / _given(s.factor), 1.0
+    return theta**-exponents / _given(s.factor), 1.0
 
 
 def _dynamic(theta: float, exponents: np.ndarray, dim: int, s: RopeScaling, length: int) -> tuple[np.ndarray, float]:
@@ -51,11 +51,13 @@ def _dynamic(theta: float, exponents: np.ndarray, dim: int, s: RopeScaling, leng
     length but at least M = original_max_position_embeddings (Hugging Face's
     ``config.max_position_embeddings``), so nothing changes up to M."""
     if dim < 4:
-        raise ShapeError(f"dynamic rope scaling needs a rope dim of at least 4, got {dim}",
-                         hint="it raises theta to the power dim / (dim - 2)")
+        raise ShapeError(
+            f"dynamic rope scaling needs a rope dim of at least 4, got {dim}",
+            hint="it raises theta to the power dim / (dim - 2)",
+        )
     factor, m = _given(s.factor), _given(s.original_max_position_embeddings)
     base = theta * (factor * max(length, m) / m - (factor - 1)) ** (dim / (dim - 2))
-    return base ** -exponents, 1.0
+    return base**-exponents, 1.0
 
 
 def _llama3(theta: float, exponents: np.ndarray, dim: int, s: RopeScaling, length: int) -> tuple[np.ndarray, float]:
@@ -64,7 +66,7 @@ def _llama3(theta: float, exponents: np.ndarray, dim: int, s: RopeScaling, lengt
     and between, a mix that slides with M / wavelength."""
     factor, m = _given(s.factor), _given(s.original_max_position_embeddings)
     low, high = _given(s.low_freq_factor), _given(s.high_freq_factor)
-    inv_freq = theta ** -exponents  # [dim / 2]
+    inv_freq = theta**-exponents  # [dim / 2]
     wavelength = 2 * math.pi / inv_freq
     scaled = np.where(wavelength > m / low, inv_freq / factor, inv_freq)
     smooth = (m / wavelength - low) / (high - low)
@@ -89,8 +91,11 @@ def _yarn(theta: float, exponents: np.ndarray, dim: int, s: RopeScaling, length:
 
     attention = s.attention_factor
     if attention is None:
-        attention = (mscale(factor, s.mscale) / mscale(factor, s.mscale_all_dim) if s.mscale and s.mscale_all_dim
-                     else mscale(factor))
+        attention = (
+            mscale(factor, s.mscale) / mscale(factor, s.mscale_all_dim)
+            if s.mscale and s.mscale_all_dim
+            else mscale(factor)
+        )
 
     def pair_turning(rotations: float) -> float:  # the (fractional) pair that turns ``rotations`` times over M
         return dim * math.log(m / (rotations * 2 * math.pi)) / (2 * math.log(theta))
@@ -102,7 +107,7 @@ def _yarn(theta: float, exponents: np.ndarray, dim: int, s: RopeScaling, length:
     if low == high:
         high += 0.001  # as Hugging Face: no division by zero
     ramp = np.clip((np.arange(dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)  # [dim / 2]: 0 kept … 1 scaled
-    kept = theta ** -exponents
+    kept = theta**-exponents
     return kept / factor * ramp + kept * (1 - ramp), float(attention)
 
 
@@ -115,13 +120,15 @@ def _longrope(theta: float, exponents: np.ndarray, dim: int, s: RopeScaling, len
     factors = s.long_factor if length > m else s.short_factor
     assert factors is not None
     if len(factors) != dim // 2:
-        raise ShapeError(f"longrope rope scaling has {len(factors)} factors for a rope dim of {dim}",
-                         hint=f"give one per rotated pair: {dim // 2}")
+        raise ShapeError(
+            f"longrope rope scaling has {len(factors)} factors for a rope dim of {dim}",
+            hint=f"give one per rotated pair: {dim // 2}",
+        )
     attention = s.attention_factor
     if attention is None:
         factor = _given(s.factor)
         attention = 1.0 if factor <= 1 else math.sqrt(1 + math.log(factor) / math.log(m))
-    return theta ** -exponents / np.array(factors), float(attention)
+    return theta**-exponents / np.array(factors), float(attention)
 
 
 def _given(value: float | None) -> float:
@@ -131,8 +138,13 @@ def _given(value: float | None) -> float:
 
 
 Scaling = Callable[[float, np.ndarray, int, RopeScaling, int], tuple[np.ndarray, float]]
-SCALINGS: dict[str, Scaling] = {"linear": _linear, "dynamic": _dynamic, "llama3": _llama3, "yarn": _yarn,
-                                "longrope": _longrope}
+SCALINGS: dict[str, Scaling] = {
+    "linear": _linear,
+    "dynamic": _dynamic,
+    "llama3": _llama3,
+    "yarn": _yarn,
+    "longrope": _longrope,
+}
 LENGTH_DEPENDENT = frozenset({"dynamic", "longrope"})  # the scalings whose frequencies depend on the length
 
 
@@ -188,8 +200,9 @@ def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope, length: int | None 
     dim = rope.dim or d
     if length is None:
         if rope.scaling is not None and rope.scaling.kind in LENGTH_DEPENDENT:
-            raise ValueError(f"rotate needs the sequence length for {rope.scaling.kind} rope scaling: "
-                             "use rotate_qk and rotate_back")
+            raise ValueError(
+                f"rotate needs the sequence length for {rope.scaling.kind} rope scaling: use rotate_qk and rotate_back"
+            )
         length = 0
     inv_freq, factor = rope_frequencies(rope, dim, length)  # [dim / 2], a number
     angles = np.outer(positions.astype(np.float64), inv_freq)  # [n, dim / 2]
@@ -211,8 +224,10 @@ def query_positions(n_q: int, n_k: int, rope: Rope) -> np.ndarray:
     the last of them at most 2^32 (``MAX_POSITION``: its angles are then within 1e-6)."""
     offset = n_k - n_q if rope.offset is None else rope.offset
     if offset + n_q - 1 > MAX_POSITION:
-        raise UsageError(f"the last query's RoPE position, {offset:,} + {n_q - 1:,}, is past 2^32 ({MAX_POSITION:,})",
-                         hint=POSITION_HINT)
+        raise UsageError(
+            f"the last query's RoPE position, {offset:,} + {n_q - 1:,}, is past 2^32 ({MAX_POSITION:,})",
+            hint=POSITION_HINT,
+        )
     return np.arange(n_q, dtype=np.int64) + offset
 
 
@@ -239,8 +254,9 @@ def distance(rows: range, cols: range, n_q: int, n_k: int, dtype: np.dtype) -> n
     return _block(len(rows), len(cols), cols.start - rows.start - (n_k - n_q), np.dtype(dtype).str, "distance")
 
 
-def band_allowed(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
-                 window: tuple[int, int] | None) -> np.ndarray:
+def band_allowed(
+    rows: range, cols: range, n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None
+) -> np.ndarray:
     """[r, c] bool, True where query i may see key j under causal and the window.
 
     Both are one band lo ≤ j − i ≤ hi. Causal: j ≤ i (top-left) or
@@ -251,23 +267,41 @@ def band_allowed(rows: range, cols: range, n_q: int, n_k: int, causal: str | Non
     return _band_block(rows, cols, n_q, n_k, causal, window, "bool", "band")
 
 
-def band_weights(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
-                 window: tuple[int, int] | None, dtype: np.dtype, keys_first: bool = False) -> np.ndarray:
+def band_weights(
+    rows: range,
+    cols: range,
+    n_q: int,
+    n_k: int,
+    causal: str | None,
+    window: tuple[int, int] | None,
+    dtype: np.dtype,
+    keys_first: bool = False,
+) -> np.ndarray:
     """``band_allowed`` as 1 and 0 in ``dtype``, to multiply exp(logits) by:
     read-only, kept like it. ``keys_first``: [r, c] seen on a [c, r] array,
     the layout of the kernel's keys-first logits, so that the product runs
     along memory in both."""
-    return _band_block(rows, cols, n_q, n_k, causal, window, np.dtype(dtype).str,
-                       "weights, keys first" if keys_first else "weights")
+    return _band_block(
+        rows, cols, n_q, n_k, causal, window, np.dtype(dtype).str, "weights, keys first" if keys_first else "weights"
+    )
 
 
-def _band_block(rows: range, cols: range, n_q: int, n_k: int, causal: str | None,
-                window: tuple[int, int] | None, dtype: str, kind: str) -> np.ndarray:
+def _band_block(
+    rows: range,
+    cols: range,
+    n_q: int,
+    n_k: int,
+    causal: str | None,
+    window: tuple[int, int] | None,
+    dtype: str,
+    kind: str,
+) -> np.ndarray:
     """The band lo ≤ j − i ≤ hi over a block, as ``kind``, in local indices."""
     lo, hi = band(n_q, n_k, causal, window)
     shift = cols.start - rows.start  # j − i = (local j − local i) + shift
-    return _block(len(rows), len(cols), shift, dtype, kind,
-                  None if lo is None else lo - shift, None if hi is None else hi - shift)
+    return _block(
+        len(rows), len(cols), shift, dtype, kind, None if lo is None else lo - shift, None if hi is None else hi - shift
+    )
 
 
 def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> tuple[int | None, int | None]:
@@ -289,8 +323,9 @@ def band(n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None)
     return (None if lo is None or lo <= 1 - n_q else lo), (None if hi is None or hi >= n_k - 1 else hi)
 
 
-def _block(r: int, c: int, shift: int, dtype: str, kind: str,
-           lo: int | None = None, hi: int | None = None) -> np.ndarray:
+def _block(
+    r: int, c: int, shift: int, dtype: str, kind: str, lo: int | None = None, hi: int | None = None
+) -> np.ndarray:
     """``distance`` (|local j − local i + shift|), ``band_allowed`` (lo ≤ local j − local i ≤ hi)
     or ``band_weights`` of an r × c block; kept when small (≤ 2^18 cells), as the kernel's blocks are."""
     if r * c <= _KEPT_CELLS:
@@ -320,14 +355,17 @@ def _kept_block(r: int, c: int, shift: int, dtype: str, kind: str, lo: int | Non
     return block
 
 
-def _bounds(rows: range, n_q: int, n_k: int, causal: str | None,
-            window: tuple[int, int] | None) -> tuple[list[int], list[int]]:
+def _bounds(
+    rows: range, n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None
+) -> tuple[list[int], list[int]]:
     """For the first and last query of ``rows``, the lowest and highest key
     each may see (causal and window only; the ends of [0, n_k) otherwise)."""
     lo, hi = band(n_q, n_k, causal, window)
     ends = (rows.start, rows.stop - 1)
-    return ([0 if lo is None else max(0, i + lo) for i in ends],
-            [n_k - 1 if hi is None else min(n_k - 1, i + hi) for i in ends])
+    return (
+        [0 if lo is None else max(0, i + lo) for i in ends],
+        [n_k - 1 if hi is None else min(n_k - 1, i + hi) for i in ends],
+    )
 
 
 def visible_keys(rows: range, n_q: int, n_k: int, causal: str | None, window: tuple[int, int] | None) -> range:

@@ -60,8 +60,7 @@ def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None) -> np
 
 
 @on_attn_threads  # BLAS on as many threads as attn decided (parallel.py), whatever it was set to
-def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray,
-              options: AttentionOptions | None = None) -> Steps:
+def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions | None = None) -> Steps:
     """softmax(QKᵀ · scale / temperature + bias, masked) V, step by step.
 
     [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v] -> Steps
@@ -85,5 +84,6 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray,
     rotated = None
     if p.options.rope is not None:  # Q and K as they met: rotated, K without the grouping axis
         rotated = (p.ungroup(p.q), p.k[..., 0, :, :] if p.group > 1 else p.k)
-    return Steps(qk, p.scale, scaled, capped, logits, None if allowed is None else p.ungroup(allowed), weights,
-                 output, rotated)
+    return Steps(
+        qk, p.scale, scaled, capped, logits, None if allowed is None else p.ungroup(allowed), weights, output, rotated
+    )

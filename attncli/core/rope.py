@@ -33,8 +33,10 @@ SCALING_FIELDS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "linear": (("factor",), ()),
     "dynamic": (("factor", "original_max_position_embeddings"), ()),
     "llama3": (("factor", "original_max_position_embeddings", "low_freq_factor", "high_freq_factor"), ()),
-    "yarn": (("factor", "original_max_position_embeddings"),
-             ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate")),
+    "yarn": (
+        ("factor", "original_max_position_embeddings"),
+        ("beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor", "truncate"),
+    ),
     "longrope": (("original_max_position_embeddings", "short_factor", "long_factor"), ("factor", "attention_factor")),
 }
 _POSITIVE = ("factor", "low_freq_factor", "high_freq_factor", "beta_fast", "beta_slow", "attention_factor")
@@ -101,17 +103,22 @@ class RopeScaling:
                 raise UsageError(f"{self.kind} rope scaling needs {name}", hint=_HINTS.get(name))
         for name in (f.name for f in fields(self) if f.name != "kind"):
             if getattr(self, name) is not None and name not in needed + optional:
-                raise UsageError(f"{name} does not apply to {self.kind} rope scaling",
-                                 hint=f"{self.kind} takes {', '.join(needed + optional)}")
+                raise UsageError(
+                    f"{name} does not apply to {self.kind} rope scaling",
+                    hint=f"{self.kind} takes {', '.join(needed + optional)}",
+                )
         for name in _POSITIVE:
             _positive_number(name, getattr(self, name))
         length = self.original_max_position_embeddings
         if length is not None and (not is_int(length) or length < 1):
-            raise UsageError(f"rope scaling's original_max_position_embeddings must be a positive whole number, "
-                             f"got {length}")
+            raise UsageError(
+                f"rope scaling's original_max_position_embeddings must be a positive whole number, got {length}"
+            )
         if length is not None and length > MAX_POSITION:
-            raise UsageError(f"rope scaling's original_max_position_embeddings {length} is past 2^32 "
-                             f"({MAX_POSITION:,})", hint="it is a context length; " + POSITION_HINT)
+            raise UsageError(
+                f"rope scaling's original_max_position_embeddings {length} is past 2^32 ({MAX_POSITION:,})",
+                hint="it is a context length; " + POSITION_HINT,
+            )
         for name in ("mscale", "mscale_all_dim"):
             value = getattr(self, name)
             if value is not None and not (is_number(value) and math.isfinite(value) and value >= 0):
@@ -126,24 +133,40 @@ class RopeScaling:
     def _check_together(self) -> None:
         """What one field says about another."""
         if self.kind == "llama3" and self.high_freq_factor <= self.low_freq_factor:  # type: ignore[operator]
-            raise UsageError(f"llama3 rope scaling's high_freq_factor ({self.high_freq_factor}) must be greater "
-                             f"than its low_freq_factor ({self.low_freq_factor})", hint="Llama 3.1 uses 4 and 1")
+            raise UsageError(
+                f"llama3 rope scaling's high_freq_factor ({self.high_freq_factor}) must be greater "
+                f"than its low_freq_factor ({self.low_freq_factor})",
+                hint="Llama 3.1 uses 4 and 1",
+            )
         if self.kind == "yarn" and (self.beta_fast or 32.0) < (self.beta_slow or 1.0):
-            raise UsageError(f"yarn rope scaling's beta_fast ({self.beta_fast or 32.0:g}) must be at least its "
-                             f"beta_slow ({self.beta_slow or 1.0:g})", hint="the defaults are 32 and 1")
+            raise UsageError(
+                f"yarn rope scaling's beta_fast ({self.beta_fast or 32.0:g}) must be at least its "
+                f"beta_slow ({self.beta_slow or 1.0:g})",
+                hint="the defaults are 32 and 1",
+            )
         if self.kind == "longrope" and self.factor is None and self.attention_factor is None:
-            raise UsageError("longrope rope scaling needs factor or attention_factor",
-                             hint="factor is max_position_embeddings / original_max_position_embeddings, "
-                                  "e.g. 131072 / 4096 = 32 for Phi-3")
-        if (self.kind == "longrope" and self.attention_factor is None and self.factor > 1  # type: ignore[operator]
-                and self.original_max_position_embeddings < 2):  # type: ignore[operator]
-            raise UsageError("longrope rope scaling's original_max_position_embeddings must be at least 2 for "
-                             "its attention factor, √(1 + ln factor / ln original_max_position_embeddings)",
-                             hint="or give attention_factor")
+            raise UsageError(
+                "longrope rope scaling needs factor or attention_factor",
+                hint="factor is max_position_embeddings / original_max_position_embeddings, "
+                "e.g. 131072 / 4096 = 32 for Phi-3",
+            )
+        if (
+            self.kind == "longrope"
+            and self.attention_factor is None
+            and self.factor > 1  # type: ignore[operator]
+            and self.original_max_position_embeddings < 2  # type: ignore[operator]
+        ):
+            raise UsageError(
+                "longrope rope scaling's original_max_position_embeddings must be at least 2 for "
+                "its attention factor, √(1 + ln factor / ln original_max_position_embeddings)",
+                hint="or give attention_factor",
+            )
         if self.kind == "longrope" and len(self.short_factor or ()) != len(self.long_factor or ()):
-            raise UsageError(f"longrope rope scaling's short_factor has {len(self.short_factor or ())} numbers "
-                             f"but its long_factor has {len(self.long_factor or ())}",
-                             hint="one of each per rotated pair")
+            raise UsageError(
+                f"longrope rope scaling's short_factor has {len(self.short_factor or ())} numbers "
+                f"but its long_factor has {len(self.long_factor or ())}",
+                hint="one of each per rotated pair",
+            )
 
 
 @dataclass(frozen=True)
@@ -175,21 +198,28 @@ class Rope:
             raise UsageError(f"unknown rope style {self.style!r}", hint="use neox or gptj")
         check_positive("rope theta", self.theta)
         if self.dim is not None and (not is_int(self.dim) or self.dim < 2 or self.dim % 2):
-            raise UsageError(f"rope dim must be a positive even number, got {self.dim}",
-                             hint="features are rotated in pairs")
+            raise UsageError(
+                f"rope dim must be a positive even number, got {self.dim}", hint="features are rotated in pairs"
+            )
         if self.offset is not None and not is_int(self.offset):
             raise UsageError(f"rope offset must be a whole number, got {self.offset}")
         if self.offset is not None and abs(self.offset) > MAX_POSITION:
             raise UsageError(f"rope offset {self.offset} is outside ±2^32 (±{MAX_POSITION:,})", hint=POSITION_HINT)
         if self.scaling is not None and not isinstance(self.scaling, RopeScaling):
-            raise UsageError(f"rope scaling must be a RopeScaling, not {type(self.scaling).__name__}",
-                             hint="Rope(scaling=RopeScaling('linear', factor=2))")
+            raise UsageError(
+                f"rope scaling must be a RopeScaling, not {type(self.scaling).__name__}",
+                hint="Rope(scaling=RopeScaling('linear', factor=2))",
+            )
         if self.scaling is not None and self.scaling.kind == "yarn" and self.theta == 1:
-            raise UsageError("yarn rope scaling needs a rope theta other than 1",
-                             hint="it divides by ln theta to find the pairs to interpolate")
+            raise UsageError(
+                "yarn rope scaling needs a rope theta other than 1",
+                hint="it divides by ln theta to find the pairs to interpolate",
+            )
         if self.features not in ROPE_FEATURES:
-            raise UsageError(f"unknown rope features {self.features!r}",
-                             hint="use first or last (DeepSeek rotates the last qk_rope_head_dim)")
+            raise UsageError(
+                f"unknown rope features {self.features!r}",
+                hint="use first or last (DeepSeek rotates the last qk_rope_head_dim)",
+            )
 
 
 def _positive_number(name: str, value: Any) -> None:
@@ -201,8 +231,7 @@ def _positive_number(name: str, value: Any) -> None:
 def _factors(name: str, values: Any) -> tuple[float, ...]:
     """longrope's short_factor or long_factor: a sequence of positive finite numbers, as a tuple."""
     if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
-        raise UsageError(f"rope scaling's {name} must be a list of numbers, got {values!r}",
-                         hint=_HINTS[name])
+        raise UsageError(f"rope scaling's {name} must be a list of numbers, got {values!r}", hint=_HINTS[name])
     values = tuple(values)
     if not values or not all(is_number(x) and math.isfinite(x) and x > 0 for x in values):
         raise UsageError(f"rope scaling's {name} must be a list of positive finite numbers", hint=_HINTS[name])

@@ -66,12 +66,18 @@ class BertConfig:
         }
         activation = config.get("hidden_act", "gelu")
         if not isinstance(activation, str) or activation not in ACTIVATIONS:
-            raise AttnError(f"unsupported activation hidden_act={activation!r}", source=source,
-                            hint=f"attn knows {', '.join(sorted(ACTIVATIONS))}")
+            raise AttnError(
+                f"unsupported activation hidden_act={activation!r}",
+                source=source,
+                hint=f"attn knows {', '.join(sorted(ACTIVATIONS))}",
+            )
         embedding = config.get("position_embedding_type", "absolute")
         if embedding != "absolute":
-            raise AttnError(f"unsupported position_embedding_type {embedding!r}", source=source,
-                            hint="attn runs BERT with absolute position embeddings")
+            raise AttnError(
+                f"unsupported position_embedding_type {embedding!r}",
+                source=source,
+                hint="attn runs BERT with absolute position embeddings",
+            )
         check_heads(sizes["d_model"], sizes["n_head"], source, "hidden_size", "num_attention_heads")
         return cls(**sizes, eps=positive_number(config, "layer_norm_eps", source, default=1e-12), activation=activation)
 
@@ -139,8 +145,7 @@ def embed(params: BertParams, config: BertConfig, ids: np.ndarray, types: np.nda
     return layer_norm(x, params.embed_norm, config.eps)
 
 
-def self_attention(x: np.ndarray, allowed: np.ndarray, lp: LayerParams,
-                   n_head: int) -> tuple[np.ndarray, np.ndarray]:
+def self_attention(x: np.ndarray, allowed: np.ndarray, lp: LayerParams, n_head: int) -> tuple[np.ndarray, np.ndarray]:
     """Multi-head self-attention: project, split heads, attend, merge, project out.
 
     ``allowed`` [b, n] is False at padding, which no query may attend to.
@@ -160,8 +165,9 @@ def feed_forward(x: np.ndarray, lp: LayerParams, activation: str) -> np.ndarray:
     return dense(ACTIVATIONS[activation](dense(x, lp.ff_in)), lp.ff_out)
 
 
-def encoder_layer(x: np.ndarray, allowed: np.ndarray, lp: LayerParams,
-                  config: BertConfig) -> tuple[np.ndarray, np.ndarray]:
+def encoder_layer(
+    x: np.ndarray, allowed: np.ndarray, lp: LayerParams, config: BertConfig
+) -> tuple[np.ndarray, np.ndarray]:
     """One layer (post-LayerNorm, as BERT): attention and feed-forward, each
     added to its input and normalised."""
     # [b, n, d_model], [b, n] -> [b, n, d_model], weights [b, n_head, n, n]
@@ -171,8 +177,9 @@ def encoder_layer(x: np.ndarray, allowed: np.ndarray, lp: LayerParams,
     return x, weights
 
 
-def forward(params: BertParams, config: BertConfig, ids: np.ndarray, types: np.ndarray,
-            allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def forward(
+    params: BertParams, config: BertConfig, ids: np.ndarray, types: np.ndarray, allowed: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The whole encoder: the last hidden states and every layer's attention weights.
 
     ids [b, n] token ids; types [b, n] segment ids (all 0 for one sentence);
@@ -188,6 +195,10 @@ def forward(params: BertParams, config: BertConfig, ids: np.ndarray, types: np.n
 
 
 FAMILY: Family[BertConfig, BertParams] = Family(
-    name="BERT", architecture="BertModel", prefix="bert.",
-    config=BertConfig.from_dict, params=read_params, forward=forward,
+    name="BERT",
+    architecture="BertModel",
+    prefix="bert.",
+    config=BertConfig.from_dict,
+    params=read_params,
+    forward=forward,
 )

@@ -51,8 +51,7 @@ def tokenize(model: Model, texts: Sequence[str], truncate: bool = False) -> Batc
     limit = model.config.n_positions
     for enc in encodings:
         if len(enc.ids) > limit:
-            raise AttnError(f"the text is {len(enc.ids)} tokens but the model takes at most {limit}",
-                            hint="shorten it")
+            raise AttnError(f"the text is {len(enc.ids)} tokens but the model takes at most {limit}", hint="shorten it")
     rows = [(enc.ids, enc.tokens, enc.special_tokens_mask) for enc in encodings]
     n = max((len(ids) for ids, _, _ in rows), default=0)
     ids = np.zeros((len(rows), n), dtype=np.int64)  # [b, n]; the padding's id is never attended to
@@ -61,8 +60,10 @@ def tokenize(model: Model, texts: Sequence[str], truncate: bool = False) -> Batc
         ids[i, : len(row_ids)] = row_ids
         allowed[i, : len(row_ids)] = True
     if ids.size and ids.max() >= model.config.n_vocab:
-        raise AttnError(f"the tokenizer gives id {int(ids.max())} but the model has "
-                        f"{model.config.n_vocab} embeddings", source=str(model.path))
+        raise AttnError(
+            f"the tokenizer gives id {int(ids.max())} but the model has {model.config.n_vocab} embeddings",
+            source=str(model.path),
+        )
     return Batch(ids, allowed, [list(t) for _, t, _ in rows], [[bool(s) for s in m] for _, _, m in rows])
 
 
@@ -101,7 +102,7 @@ def sentence_embeddings(model: ModelLike, texts: Sequence[str]) -> np.ndarray:
         return np.zeros((0, model.config.d_model), dtype=np.float32)
     chunks = []
     for start in range(0, len(texts), BATCH):
-        batch = tokenize(model, texts[start:start + BATCH], truncate=True)
+        batch = tokenize(model, texts[start : start + BATCH], truncate=True)
         hidden, _ = encode(model, batch)  # [b, n, d]
         chunks.append(pool(hidden, batch.allowed, model.pooling))  # [b, d]
     vectors = np.concatenate(chunks)

@@ -22,7 +22,7 @@ def parse_hex(label: str) -> RGB | None:
     digits = match.group(1)
     if len(digits) == 3:
         digits = "".join(c * 2 for c in digits)
-    return tuple(int(digits[i:i + 2], 16) for i in (0, 2, 4))  # type: ignore[return-value]
+    return tuple(int(digits[i : i + 2], 16) for i in (0, 2, 4))  # type: ignore[return-value]
 
 
 def to_hex(rgb: Sequence[float]) -> str:

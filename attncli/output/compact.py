@@ -100,8 +100,9 @@ class Cells:
     def lines(self, x: Any, width: int = 1) -> list:
         """Every line of a [rows, cells] matrix."""
         step = 2 if self.halves else 1
-        return [self.line(x[i], x[i + 1] if self.halves and i + 1 < len(x) else None, width)
-                for i in range(0, len(x), step)]
+        return [
+            self.line(x[i], x[i + 1] if self.halves and i + 1 < len(x) else None, width) for i in range(0, len(x), step)
+        ]
 
 
 class CompactHeatmap:
@@ -111,8 +112,16 @@ class CompactHeatmap:
     ``signed``: values divided by their largest |value|, in [−1, 1]; ``axes``
     names what runs across and down."""
 
-    def __init__(self, x: Any, rows: Sequence[str], cols: Sequence[str], *, named_keys: bool = True,
-                 signed: bool = False, axes: tuple[str, str] = ("keys", "queries")) -> None:
+    def __init__(
+        self,
+        x: Any,
+        rows: Sequence[str],
+        cols: Sequence[str],
+        *,
+        named_keys: bool = True,
+        signed: bool = False,
+        axes: tuple[str, str] = ("keys", "queries"),
+    ) -> None:
         self.x, self.rows, self.cols, self.named_keys = x, [str(r) for r in rows], [str(c) for c in cols], named_keys
         self.signed, self.axes = signed, axes
 
@@ -214,8 +223,11 @@ class HeatmapGrid:
         x = pool(pool(self.x, row_group, 2), key_group, 3)
         thumb = x.shape[3]
         if key_group > 1 or row_group > 1:
-            yield Text(f"a cell holds {row_group} queries × {key_group} keys (their largest weight); "
-                       "--layer L --head H shows one head in full", style="dim")
+            yield Text(
+                f"a cell holds {row_group} queries × {key_group} keys (their largest weight); "
+                "--layer L --head H shows one head in full",
+                style="dim",
+            )
         for start in range(0, len(self.heads), per_row):
             shown = range(start, min(start + per_row, len(self.heads)))
             yield Text(" " * label + " ".join(self.heads[b][:thumb].ljust(thumb) for b in shown), style="dim")

@@ -59,8 +59,9 @@ def figure(maps: AttentionMaps, title: str):
     annotated = not grid and max(n_q, n_k) <= ANNOTATED
     per_cell = 0.45 if annotated else 0.22  # inches: room for "0.37" in a cell, or just the colour
     side = 1.9 if grid else min(max(per_cell * max(n_q, n_k), 3.0), 9.0)  # inches of one panel
-    fig = Figure(figsize=(columns * side * max(n_k / max(n_q, n_k), 0.4) + 1.6, rows * side + 0.8),
-                 dpi=DPI, layout="constrained")
+    fig = Figure(
+        figsize=(columns * side * max(n_k / max(n_q, n_k), 0.4) + 1.6, rows * side + 0.8), dpi=DPI, layout="constrained"
+    )
     axes = np.atleast_2d(fig.subplots(rows, columns, squeeze=False))
     cmap = _viridis()
     image = None
@@ -101,8 +102,9 @@ def _annotate(ax, weights, allowed, top: float, font: int) -> None:
         if allowed is not None and not allowed[i, j]:
             continue
         rgb = ink(colour(w / top))
-        ax.text(j, i, f"{w:.2f}", ha="center", va="center", fontsize=font - 1,
-                color="black" if rgb == BLACK else "white")
+        ax.text(
+            j, i, f"{w:.2f}", ha="center", va="center", fontsize=font - 1, color="black" if rgb == BLACK else "white"
+        )
 
 
 def _cells(weights):
@@ -150,6 +152,7 @@ def save_figures(maps: AttentionMaps, png: str | None, pdf: str | None, title: s
     for path, kind in ((png, "png"), (pdf, "pdf")):
         if path is not None:
             buffer = io.BytesIO()
-            fig.savefig(buffer, format=kind, dpi=DPI, metadata={"Title": maps.title or title} if kind == "pdf"
-                        else None)
+            fig.savefig(
+                buffer, format=kind, dpi=DPI, metadata={"Title": maps.title or title} if kind == "pdf" else None
+            )
             write_file(path, buffer.getvalue())

@@ -31,8 +31,20 @@ MAX_SVG_HEADS = 4  # --svg draws the head view of at most this many heads (side 
 MAX_WEIGHTS = 4_000_000  # weights a page holds at most (16 MB of float32); past that a line per pair is no picture
 
 # Tableau 10 and two more: a colour per head, distinct on white.
-HEAD_COLOURS = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-                "#9c755f", "#bab0ac", "#1f77b4", "#8c564b"]
+HEAD_COLOURS = [
+    "#4e79a7",
+    "#f28e2b",
+    "#e15759",
+    "#76b7b2",
+    "#59a14f",
+    "#edc948",
+    "#b07aa1",
+    "#ff9da7",
+    "#9c755f",
+    "#bab0ac",
+    "#1f77b4",
+    "#8c564b",
+]
 FONTS = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", "Liberation Sans", Arial, sans-serif'
 MONO = 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, "Liberation Mono", monospace'
 
@@ -56,8 +68,14 @@ def page_data(maps: AttentionMaps) -> dict[str, Any]:
     if maps.allowed is not None:
         w = np.where(maps.allowed, w, np.float32(0))
     return {
-        "title": maps.title, "queries": maps.queries, "keys": maps.keys, "layers": maps.layers,
-        "heads": maps.heads, "layerAxis": maps.layer_axis, "shape": list(w.shape), "geometry": GEOMETRY,
+        "title": maps.title,
+        "queries": maps.queries,
+        "keys": maps.keys,
+        "layers": maps.layers,
+        "heads": maps.heads,
+        "layerAxis": maps.layer_axis,
+        "shape": list(w.shape),
+        "geometry": GEOMETRY,
         "colours": [head_colour(i) for i in range(len(maps.heads))],
         "weights": base64.b64encode(np.ascontiguousarray(w).tobytes()).decode("ascii"),
     }
@@ -65,17 +83,25 @@ def page_data(maps: AttentionMaps) -> dict[str, Any]:
 
 def script_json(value: Any) -> str:
     """JSON that is safe inside a <script> element (no '</script>', no '<!--')."""
-    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e") \
-        .replace("&", "\\u0026")
+    return json.dumps(value, ensure_ascii=False).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def page(maps: AttentionMaps, title: str, terminal: str | None = None) -> str:
     """The standalone head view page, titled ``title`` (the command) and headed by
     the maps' own title; ``terminal`` is the terminal view as HTML, shown below it."""
-    below = "" if terminal is None else (
-        '<section class="terminal"><h2>The same run in the terminal</h2>' + terminal + "</section>")
-    return PAGE.format(title=escape(title), heading=escape(maps.title or title), data=script_json(page_data(maps)),
-                       style=STYLE, script=SCRIPT, terminal=below)
+    below = (
+        ""
+        if terminal is None
+        else ('<section class="terminal"><h2>The same run in the terminal</h2>' + terminal + "</section>")
+    )
+    return PAGE.format(
+        title=escape(title),
+        heading=escape(maps.title or title),
+        data=script_json(page_data(maps)),
+        style=STYLE,
+        script=SCRIPT,
+        terminal=below,
+    )
 
 
 def static_svg(maps: AttentionMaps, title: str) -> tuple[str, float, float]:
@@ -94,8 +120,9 @@ def static_svg(maps: AttentionMaps, title: str) -> tuple[str, float, float]:
         parts.append(f'<text x="0" y="14" class="hv-head" fill="{colour}">{escape(name)}</text>')
         x_left, x_right = left, left + 2 * g["pad"] + g["gap"]
         for i, token in enumerate(maps.queries):
-            parts.append(f'<text x="{x_left:.1f}" y="{_y(i) + 4:.1f}" class="hv-token" text-anchor="end">'
-                         f"{escape(token)}</text>")
+            parts.append(
+                f'<text x="{x_left:.1f}" y="{_y(i) + 4:.1f}" class="hv-token" text-anchor="end">{escape(token)}</text>'
+            )
         for j, token in enumerate(maps.keys):
             parts.append(f'<text x="{x_right:.1f}" y="{_y(j) + 4:.1f}" class="hv-token">{escape(token)}</text>')
         for i in range(len(maps.queries)):
@@ -103,22 +130,28 @@ def static_svg(maps: AttentionMaps, title: str) -> tuple[str, float, float]:
                 w = float(weights[i, j])
                 if w < g["minWeight"] or (allowed is not None and not allowed[i, j]):
                     continue
-                parts.append(f'<line x1="{x_left + g["pad"]:.1f}" y1="{_y(i):.1f}" x2="{x_right - g["pad"]:.1f}" '
-                             f'y2="{_y(j):.1f}" stroke="{colour}" stroke-width="{w * g["maxStroke"]:.3f}" '
-                             f'stroke-opacity="0.75"><title>{escape(maps.queries[i])} → '
-                             f'{escape(maps.keys[j])}: {w:.4f}</title></line>')
+                parts.append(
+                    f'<line x1="{x_left + g["pad"]:.1f}" y1="{_y(i):.1f}" x2="{x_right - g["pad"]:.1f}" '
+                    f'y2="{_y(j):.1f}" stroke="{colour}" stroke-width="{w * g["maxStroke"]:.3f}" '
+                    f'stroke-opacity="0.75"><title>{escape(maps.queries[i])} → '
+                    f"{escape(maps.keys[j])}: {w:.4f}</title></line>"
+                )
         parts.append("</g>")
     shown = min(maps.count, MAX_SVG_HEADS)
     key_y = height - 14
     parts.append(f'<text x="0" y="{key_y}" class="hv-note">line width = weight: </text>')
     for n, w in enumerate((0.1, 0.5, 1.0)):
         x = 140 + n * 90
-        parts.append(f'<line x1="{x}" y1="{key_y - 4}" x2="{x + 40}" y2="{key_y - 4}" stroke="#555" '
-                     f'stroke-width="{w * g["maxStroke"]}"/><text x="{x + 46}" y="{key_y}" class="hv-note">{w:g}'
-                     "</text>")
+        parts.append(
+            f'<line x1="{x}" y1="{key_y - 4}" x2="{x + 40}" y2="{key_y - 4}" stroke="#555" '
+            f'stroke-width="{w * g["maxStroke"]}"/><text x="{x + 46}" y="{key_y}" class="hv-note">{w:g}'
+            "</text>"
+        )
     width = max(shown * panel + (shown - 1) * 40, 430, len(title) * 9.5)  # bold 15px: about 9 px a character
-    style = (f"<style>.hv-title{{font:bold 15px {FONTS}}} .hv-head{{font:bold 13px {FONTS}}} "
-             f".hv-token{{font:{g['font']}px {MONO};fill:#222}} .hv-note{{font:12px {FONTS};fill:#555}}</style>")
+    style = (
+        f"<style>.hv-title{{font:bold 15px {FONTS}}} .hv-head{{font:bold 13px {FONTS}}} "
+        f".hv-token{{font:{g['font']}px {MONO};fill:#222}} .hv-note{{font:12px {FONTS};fill:#555}}</style>"
+    )
     return style + "".join(parts), width, height
 
 

@@ -40,7 +40,7 @@ class ViewStyle:
 
 def scale_text(top: float, precision: int, style: ViewStyle) -> str:
     """The top of a legend: '1', or '0.874 (the largest weight)'."""
-    from attncli.output.render import short
+    from attncli.output.blocks import short
 
     return f"{short(top, precision)} (the largest weight)" if style.scale_to_max else "1"
 
@@ -52,9 +52,18 @@ class Heatmap:
     −max|value| through 0 to +max|value|; ``axes`` names what runs across and
     down (keys and queries for weights)."""
 
-    def __init__(self, weights: Any, rows: Sequence[Any], cols: Sequence[Any], *, precision: int,
-                 allowed: Any = None, style: ViewStyle, signed: bool = False,
-                 axes: tuple[str, str] = ("keys", "queries")) -> None:
+    def __init__(
+        self,
+        weights: Any,
+        rows: Sequence[Any],
+        cols: Sequence[Any],
+        *,
+        precision: int,
+        allowed: Any = None,
+        style: ViewStyle,
+        signed: bool = False,
+        axes: tuple[str, str] = ("keys", "queries"),
+    ) -> None:
         import numpy as np
 
         self.weights = np.asarray(weights)
@@ -69,13 +78,20 @@ class Heatmap:
 
     def numbers(self):
         """Each weight as a number on its colour, in blocks of columns."""
+        from attncli.output.blocks import ColumnBlocks, fmt
         from attncli.output.palette import HeatCell
-        from attncli.output.render import ColumnBlocks, fmt
 
         allowed, top, signed = self.allowed, self.top, self.signed
         body = [
-            (label, [HeatCell(fmt(w, self.precision), w / top, signed) if allowed is None or allowed[i][j] else
-                     HeatCell("", None) for j, w in enumerate(row)])
+            (
+                label,
+                [
+                    HeatCell(fmt(w, self.precision), w / top, signed)
+                    if allowed is None or allowed[i][j]
+                    else HeatCell("", None)
+                    for j, w in enumerate(row)
+                ],
+            )
             for i, (label, row) in enumerate(zip(self.rows, self.weights.tolist(), strict=True))
         ]
         return ColumnBlocks(self.cols, body)
@@ -83,17 +99,26 @@ class Heatmap:
     def compact(self):
         from attncli.output.compact import CompactHeatmap, scaled
 
-        return CompactHeatmap(scaled(self.weights, self.allowed, self.top), plain(self.rows), plain(self.cols),
-                              signed=self.signed, axes=self.axes)
+        return CompactHeatmap(
+            scaled(self.weights, self.allowed, self.top),
+            plain(self.rows),
+            plain(self.cols),
+            signed=self.signed,
+            axes=self.axes,
+        )
 
     def legend(self, shades: bool):
+        from attncli.output.blocks import short
         from attncli.output.palette import Legend
-        from attncli.output.render import short
 
         if self.signed:
             return Legend(self.top, short(self.top, self.precision), shades=shades, signed=True)
-        return Legend(self.top, scale_text(self.top, self.precision, self.style), shades=shades,
-                      note=faint_note(self.weights, self.top, self.precision) if self.style.hints else "")
+        return Legend(
+            self.top,
+            scale_text(self.top, self.precision, self.style),
+            shades=shades,
+            note=faint_note(self.weights, self.top, self.precision) if self.style.hints else "",
+        )
 
     def too_many(self) -> bool:
         """More cells than a table draws quickly (``summary.TABLE_CELLS``): auto draws them compact."""
@@ -117,8 +142,11 @@ class Heatmap:
     def compact_hint(self, width: int) -> str:
         """Why auto drew the compact view, and how to get the numbers."""
         many = self.too_many() and not self.surely_too_wide(width)
-        why = (f"{self.weights.size} values are more than a table draws" if many else
-               f"the numbers take more than {NUMBER_BLOCKS} blocks of columns at this width")
+        why = (
+            f"{self.weights.size} values are more than a table draws"
+            if many
+            else f"the numbers take more than {NUMBER_BLOCKS} blocks of columns at this width"
+        )
         return f"({why}: --view numbers shows them" + (")" if self.signed else ", --top K the heaviest keys)")
 
     def __rich_console__(self, console, options):
@@ -128,8 +156,15 @@ class Heatmap:
 
         view = self.choose(console, options.max_width)
         if view == "top":
-            yield top_table(self.weights, self.rows, plain(self.cols), k=self.style.top, precision=self.precision,
-                            top=self.top, allowed=self.allowed)
+            yield top_table(
+                self.weights,
+                self.rows,
+                plain(self.cols),
+                k=self.style.top,
+                precision=self.precision,
+                top=self.top,
+                allowed=self.allowed,
+            )
             yield self.legend(shades=False)
             return
         if view == "compact":
@@ -153,7 +188,7 @@ def faint_note(weights: Any, top: float, precision: int) -> str:
     """A hint when every weight sits in the bottom fifth of a 0-1 scale (many keys share the attention)."""
     import numpy as np
 
-    from attncli.output.render import short
+    from attncli.output.blocks import short
 
     largest = float(np.max(weights)) if np.size(weights) else 0.0
     if top == 1.0 and largest < 0.2:

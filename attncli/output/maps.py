@@ -34,11 +34,20 @@ class AttentionMaps:
             self.allowed = np.broadcast_to(np.asarray(self.allowed, dtype=bool), shape)
 
     @classmethod
-    def single(cls, weights: Any, queries: list[str], keys: list[str], allowed: Any = None,
-               title: str = "", top: float = 1.0) -> AttentionMaps:
+    def single(
+        cls, weights: Any, queries: list[str], keys: list[str], allowed: Any = None, title: str = "", top: float = 1.0
+    ) -> AttentionMaps:
         """One head's weights [n_q, n_k]."""
-        return cls(weights[None, None], queries, keys, [""], ["weights"],
-                   None if allowed is None else allowed[None, None], title, top)
+        return cls(
+            weights[None, None],
+            queries,
+            keys,
+            [""],
+            ["weights"],
+            None if allowed is None else allowed[None, None],
+            title,
+            top,
+        )
 
     @property
     def count(self) -> int:

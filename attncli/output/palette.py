@@ -23,8 +23,16 @@ RGB = tuple[int, int, int]
 
 # Viridis, sampled at ten even steps: perceptually even, readable in grey.
 VIRIDIS: list[RGB] = [
-    (68, 1, 84), (72, 40, 120), (62, 74, 137), (49, 104, 142), (38, 130, 142),
-    (31, 158, 137), (53, 183, 121), (109, 205, 89), (180, 222, 44), (253, 231, 37),
+    (68, 1, 84),
+    (72, 40, 120),
+    (62, 74, 137),
+    (49, 104, 142),
+    (38, 130, 142),
+    (31, 158, 137),
+    (53, 183, 121),
+    (109, 205, 89),
+    (180, 222, 44),
+    (253, 231, 37),
 ]
 
 # Viridis in the xterm 256-colour cube, chosen by hand: Rich's nearest colour
@@ -39,8 +47,17 @@ SHADES = " ░▒▓█"
 # steps from −1 to +1: dark blue, light blue, near-white at 0, light red, dark red.
 # Each side's luminance falls alike, so |x| reads the same on either side.
 DIVERGING: list[RGB] = [
-    (5, 48, 97), (33, 102, 172), (67, 147, 195), (146, 197, 222), (209, 229, 240), (247, 247, 247),
-    (253, 219, 199), (244, 165, 130), (214, 96, 77), (178, 24, 43), (103, 0, 31),
+    (5, 48, 97),
+    (33, 102, 172),
+    (67, 147, 195),
+    (146, 197, 222),
+    (209, 229, 240),
+    (247, 247, 247),
+    (253, 219, 199),
+    (244, 165, 130),
+    (214, 96, 77),
+    (178, 24, 43),
+    (103, 0, 31),
 ]
 # The same in the xterm 256-colour cube: blues, white (231) at 0, reds, of like luminance pairwise.
 DIVERGING_256 = [18, 25, 67, 110, 153, 231, 224, 210, 167, 124, 88]
@@ -83,6 +100,7 @@ def xterm_rgb(number: int) -> RGB:
 
 def luminance(rgb: RGB) -> float:
     """Relative luminance (WCAG 2), 0 for black to 1 for white."""
+
     def linear(c: int) -> float:
         c8 = c / 255
         return c8 / 12.92 if c8 <= 0.04045 else ((c8 + 0.055) / 1.055) ** 2.4
@@ -172,8 +190,9 @@ class Legend:
     middle, the seven signed glyphs under NO_COLOR when ``shades``, else the
     range in words (the numbers carry their signs)."""
 
-    def __init__(self, top: float, top_text: str, *, shades: bool = False, note: str = "",
-                 signed: bool = False) -> None:
+    def __init__(
+        self, top: float, top_text: str, *, shades: bool = False, note: str = "", signed: bool = False
+    ) -> None:
         self.top, self.top_text, self.shades, self.note, self.signed = top, top_text, shades, note, signed
 
     def text(self, console: Console):

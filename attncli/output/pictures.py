@@ -52,9 +52,16 @@ SVG_FORMAT = """\
 HTML_TERMINAL = '<pre style="color:{foreground};background-color:{background}"><code>{code}</code></pre>'
 
 
-def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
-                  title: str = "attn", width: int = PICTURE_WIDTH, maps: AttentionMaps | None = None,
-                  write: Callable[[str, str], None] | None = None) -> list[str]:
+def save_pictures(
+    view: Any,
+    svg: str | None = None,
+    html: str | None = None,
+    *,
+    title: str = "attn",
+    width: int = PICTURE_WIDTH,
+    maps: AttentionMaps | None = None,
+    write: Callable[[str, str], None] | None = None,
+) -> list[str]:
     """Write the terminal view to ``--svg``/``--html`` files, before stdout gets
     its output, so that a picture error stops the command with nothing printed.
 
@@ -75,16 +82,25 @@ def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
         from attncli.output.headview import MAX_WEIGHTS
 
         if maps.weights.size > MAX_WEIGHTS:
-            notes.append(f"{maps.weights.size:,} weights are too many to draw a line each (at most "
-                         f"{MAX_WEIGHTS:,}): the picture shows the terminal view only; --png draws them all")
+            notes.append(
+                f"{maps.weights.size:,} weights are too many to draw a line each (at most "
+                f"{MAX_WEIGHTS:,}): the picture shows the terminal view only; --png draws them all"
+            )
             maps = None
     import io
     from html import escape as html_escape
 
     from rich.console import Console
 
-    console = Console(file=io.StringIO(), record=True, width=width, force_terminal=True,
-                      color_system="truecolor", no_color=False, highlight=False)
+    console = Console(
+        file=io.StringIO(),
+        record=True,
+        width=width,
+        force_terminal=True,
+        color_system="truecolor",
+        no_color=False,
+        highlight=False,
+    )
     console.width = min(max(console.measure(view).maximum, 20), width)  # no empty margin on the right
     console.print(view)
     write = write or write_file
@@ -95,8 +111,10 @@ def save_pictures(view: Any, svg: str | None = None, html: str | None = None, *,
         if maps is None:
             page = console.export_html(clear=False)
             page = page.replace("<head>", f"<head>\n<title>{html_escape(title)}</title>", 1)
-            page = page.replace("font-family:Menlo,'DejaVu Sans Mono',consolas,'Courier New',monospace",
-                                f"font-family:{LOCAL_FONTS.replace(chr(34), chr(39))}")
+            page = page.replace(
+                "font-family:Menlo,'DejaVu Sans Mono',consolas,'Courier New',monospace",
+                f"font-family:{LOCAL_FONTS.replace(chr(34), chr(39))}",
+            )
         else:
             from attncli.output.headview import page as head_view_page
 
@@ -142,8 +160,11 @@ def write_directly(name: str, text: str | bytes) -> None:
             if e.errno != errno.ENXIO:
                 raise file_error(name, e, writing=True) from None
             if time.monotonic() > deadline:
-                raise AttnError(f"cannot write: no program read from this pipe within {FIFO_WAIT:g} s",
-                                source=name, hint="start the reader first") from None
+                raise AttnError(
+                    f"cannot write: no program read from this pipe within {FIFO_WAIT:g} s",
+                    source=name,
+                    hint="start the reader first",
+                ) from None
             time.sleep(0.05)
     try:
         os.set_blocking(fd, True)
@@ -170,13 +191,17 @@ def with_head_view(terminal: str, maps: AttentionMaps, title: str) -> str:
     margin = 16
     top = height + 2 * margin
     total_width, total_height = max(width + 2 * margin, view_width), top + view_height
-    nested = terminal.replace('<svg class="rich-terminal" ',
-                              f'<svg class="rich-terminal" x="0" y="{top:.1f}" width="{view_width:.1f}" '
-                              f'height="{view_height:.1f}" ', 1)
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_width:.1f}" height="{total_height:.1f}" '
-            f'viewBox="0 0 {total_width:.1f} {total_height:.1f}">\n'
-            f'<rect width="100%" height="100%" fill="#ffffff"/>\n'
-            f'<g transform="translate({margin},{margin})">{drawing}</g>\n{nested}</svg>\n')
+    nested = terminal.replace(
+        '<svg class="rich-terminal" ',
+        f'<svg class="rich-terminal" x="0" y="{top:.1f}" width="{view_width:.1f}" height="{view_height:.1f}" ',
+        1,
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{total_width:.1f}" height="{total_height:.1f}" '
+        f'viewBox="0 0 {total_width:.1f} {total_height:.1f}">\n'
+        f'<rect width="100%" height="100%" fill="#ffffff"/>\n'
+        f'<g transform="translate({margin},{margin})">{drawing}</g>\n{nested}</svg>\n'
+    )
 
 
 def write_atomically(name: str, text: str | bytes) -> None:
@@ -230,5 +255,3 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
-
-

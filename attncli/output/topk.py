@@ -31,13 +31,14 @@ def top_keys(weights: Any, allowed: Any, k: int) -> Any:
     return np.argsort(-w, axis=1, kind="stable")[:, :k]
 
 
-def top_table(weights: Any, rows: Sequence[Any], cols: Sequence[str], *, k: int, precision: int, top: float,
-              allowed: Any = None):
+def top_table(
+    weights: Any, rows: Sequence[Any], cols: Sequence[str], *, k: int, precision: int, top: float, allowed: Any = None
+):
     """A ColumnBlocks table: the query, its 1st … K-th key ("elephant 0.37", on
     the weight's colour), and the rest ("0.41 in 13 keys")."""
     import numpy as np
 
-    from attncli.output.render import ColumnBlocks, fmt
+    from attncli.output.blocks import ColumnBlocks, fmt
 
     names = abbreviate([str(c) for c in cols], MAX_KEY_LABEL)
     order = top_keys(weights, allowed, k)
@@ -55,8 +56,9 @@ def top_table(weights: Any, rows: Sequence[Any], cols: Sequence[str], *, k: int,
         rest = counted[i].copy()
         rest[order[i]] = False
         left = int(rest.sum())
-        cells.append(f"{fmt(float(weights[i][rest].sum()), precision)} in {left} key{'s' if left != 1 else ''}"
-                     if left else "")
+        cells.append(
+            f"{fmt(float(weights[i][rest].sum()), precision)} in {left} key{'s' if left != 1 else ''}" if left else ""
+        )
         body.append((label, cells))
     heads = [ordinal(r + 1) for r in range(order.shape[1])] + ["the rest"]
     if order.shape[1] == n_k:

@@ -188,17 +188,21 @@ def write_emitted_safetensors(stream: IO[bytes], matrix: Emitted) -> None:
     except ImportError:
         from attncli.errors import AttnError
 
-        raise AttnError("writing safetensors needs safetensors, from the 'tensors' extra",
-                        hint="pip install 'attncli[tensors]'") from None
+        raise AttnError(
+            "writing safetensors needs safetensors, from the 'tensors' extra", hint="pip install 'attncli[tensors]'"
+        ) from None
     tensors = {matrix.name: matrix.values, **matrix.also}
     stream.write(save({name: np.ascontiguousarray(a) for name, a in tensors.items()}))
 
 
-WRITERS: dict[str, Writer] = {w.name: w for w in (
-    Writer("json", write_json, whole=True),
-    Writer("csv", write_emitted_csv),
-    Writer("tsv", write_emitted_tsv),
-    Writer("npy", write_emitted_npy, binary=True),
-    Writer("npz", write_emitted_npz, binary=True),
-    Writer("safetensors", write_emitted_safetensors, binary=True),
-)}
+WRITERS: dict[str, Writer] = {
+    w.name: w
+    for w in (
+        Writer("json", write_json, whole=True),
+        Writer("csv", write_emitted_csv),
+        Writer("tsv", write_emitted_tsv),
+        Writer("npy", write_emitted_npy, binary=True),
+        Writer("npz", write_emitted_npz, binary=True),
+        Writer("safetensors", write_emitted_safetensors, binary=True),
+    )
+}

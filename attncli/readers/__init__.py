@@ -14,19 +14,45 @@ the command line.
 
 from __future__ import annotations
 
-from attncli.readers.base import Bundle, Choice, Input, Matrix, NotABundle, TextSettings
-from attncli.readers.formats import (
-    FORMATS,
-    Format,
-    detect,
-    detect_format,
-    read_bundle,
-    read_input,
-    read_matrix,
-    sniff,
-)
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from attncli.readers.base import Bundle, Choice, Input, Matrix, NotABundle, TextSettings
+    from attncli.readers.formats import (
+        FORMATS,
+        Format,
+        detect,
+        detect_format,
+        read_bundle,
+        read_input,
+        read_matrix,
+        sniff,
+    )
 
 __all__ = [
-    "FORMATS", "Bundle", "Choice", "Format", "Input", "Matrix", "NotABundle", "TextSettings",
-    "detect", "detect_format", "read_bundle", "read_input", "read_matrix", "sniff",
+    "FORMATS",
+    "Bundle",
+    "Choice",
+    "Format",
+    "Input",
+    "Matrix",
+    "NotABundle",
+    "TextSettings",
+    "detect",
+    "detect_format",
+    "read_bundle",
+    "read_input",
+    "read_matrix",
+    "sniff",
 ]
+
+# Imported on first use, so that naming a reader's type (attn --help) loads no reader.
+_LAZY = {name: "attncli.readers.base" for name in ("Bundle", "Choice", "Input", "Matrix", "NotABundle", "TextSettings")}
+
+
+def __getattr__(name: str) -> Any:
+    if name in __all__:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY.get(name, "attncli.readers.formats")), name)
+    raise AttributeError(f"module 'attncli.readers' has no attribute {name!r}")

@@ -56,26 +56,36 @@ def read_npz(source: Input, request: Request) -> Bundle:
     arrays = _load_npz(source.data(), source.name)
     if request.is_bundle(arrays):
         check_distinct(arrays, source.name)
-        settings = {name: array for name, array in arrays.items()
-                    if array.ndim == 0 or entry_key(name) in request.settings}
+        settings = {
+            name: array for name, array in arrays.items() if array.ndim == 0 or entry_key(name) in request.settings
+        }
         bundle = _arrays_bundle({n: a for n, a in arrays.items() if n not in settings}, source.name, request.entry)
-        bundle.meta = {name: utf8(a.item(), source.name, name) if a.dtype.kind == "S" else a.tolist()
-                       for name, a in settings.items()}
+        bundle.meta = {
+            name: utf8(a.item(), source.name, name) if a.dtype.kind == "S" else a.tolist()
+            for name, a in settings.items()
+        }
         return bundle
     bundle = _arrays_bundle(arrays, source.name, lambda name: request)
     if len(bundle.matrices) != 1:
         names = ", ".join(bundle.matrices) or "none"
-        raise AttnError(f"holds several arrays ({names}), expected one matrix", source=source.name,
-                        hint="pass it as the only file to read it as a bundle")
+        raise AttnError(
+            f"holds several arrays ({names}), expected one matrix",
+            source=source.name,
+            hint="pass it as the only file to read it as a bundle",
+        )
     return Bundle.of(next(iter(bundle.matrices.values())))
+
 
 def load_npy(data: bytes, source: str) -> Any:
     """An ndarray from NPY bytes, without ever unpickling."""
     import numpy as np
 
     if not data.startswith(NPY_MAGIC):
-        raise AttnError("is not an NPY file (it does not start with \\x93NUMPY)", source=source,
-                        hint="name CSV/YAML/JSON files by their extension")
+        raise AttnError(
+            "is not an NPY file (it does not start with \\x93NUMPY)",
+            source=source,
+            hint="name CSV/YAML/JSON files by their extension",
+        )
     npy_header(io.BytesIO(data), len(data), source)
     try:
         return np.load(io.BytesIO(data), allow_pickle=False)
@@ -97,8 +107,11 @@ def unreadable(e: Exception, source: str, what: str) -> AttnError:
 
 
 def pickled(source: str) -> AttnError:
-    return AttnError("holds Python objects (pickled data), which attn never loads",
-                     source=source, hint="save a float array: np.save(f, a.astype(float))")
+    return AttnError(
+        "holds Python objects (pickled data), which attn never loads",
+        source=source,
+        hint="save a float array: np.save(f, a.astype(float))",
+    )
 
 
 @dataclass(frozen=True)
@@ -140,18 +153,26 @@ def npy_header(f: BinaryIO, size: int, source: str, where: str = "") -> NpyHeade
         raise pickled(source)
     declared = "×".join(map(str, header.shape)) or "0-D"
     if any(n < 0 for n in header.shape):
-        raise AttnError(f"{prefix}its NPY header declares the shape {declared}, which no array has",
-                        source=source, hint="the file is damaged")
+        raise AttnError(
+            f"{prefix}its NPY header declares the shape {declared}, which no array has",
+            source=source,
+            hint="the file is damaged",
+        )
     needed = math.prod(header.shape) * dtype.itemsize  # Python ints: no overflow
     held = size - header.offset
     if needed > held:
-        raise AttnError(f"{prefix}its NPY header declares {declared} {dtype} values ({needed:,} bytes), "
-                        f"but {held:,} bytes of data follow it", source=source,
-                        hint="the file is truncated or damaged")
+        raise AttnError(
+            f"{prefix}its NPY header declares {declared} {dtype} values ({needed:,} bytes), "
+            f"but {held:,} bytes of data follow it",
+            source=source,
+            hint="the file is truncated or damaged",
+        )
     if needed < held:
-        raise AttnError(f"{prefix}{held - needed:,} bytes follow the {declared} {dtype} array its NPY header "
-                        "declares", source=source,
-                        hint="an NPY file holds one array: save several in an NPZ archive with np.savez")
+        raise AttnError(
+            f"{prefix}{held - needed:,} bytes follow the {declared} {dtype} array its NPY header declares",
+            source=source,
+            hint="an NPY file holds one array: save several in an NPZ archive with np.savez",
+        )
     return header
 
 
@@ -221,8 +242,11 @@ def check_npz(archive: Any, source: str) -> None:
         if name in seen:
             first = seen[name]
             which = f"the member {member!r} twice" if first == member else f"the members {first!r} and {member!r}"
-            raise AttnError(f"holds two arrays named {name!r}: {which}", source=source,
-                            hint="numpy would read only one of them: save each name once")
+            raise AttnError(
+                f"holds two arrays named {name!r}: {which}",
+                source=source,
+                hint="numpy would read only one of them: save each name once",
+            )
         seen[name] = member
     for info in archive.zip.infolist():
         name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
@@ -243,8 +267,11 @@ def utf8(raw: bytes, source: str, what: str) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise AttnError(f"{what} is not UTF-8 text: {clip(repr(raw))}", source=source,
-                        hint="byte strings are read as UTF-8: save them as str, or encode them as UTF-8") from None
+        raise AttnError(
+            f"{what} is not UTF-8 text: {clip(repr(raw))}",
+            source=source,
+            hint="byte strings are read as UTF-8: save them as str, or encode them as UTF-8",
+        ) from None
 
 
 def _arrays_bundle(arrays: dict[str, Any], source: str, request_for: Callable[[str], Request]) -> Bundle:
@@ -290,15 +317,24 @@ def matrix_from_array(array: Any, source: str, where: str, request: Request = NU
     elif kind in "iu" and request.special:
         array = array.astype(np.float64)
     elif kind == "b" and request.bias:
-        raise AttnError(f"{prefix}holds booleans, but a bias is added to the scores", source=source,
-                        hint="booleans say where a query may attend: give them as a mask")
+        raise AttnError(
+            f"{prefix}holds booleans, but a bias is added to the scores",
+            source=source,
+            hint="booleans say where a query may attend: give them as a mask",
+        )
     elif kind == "V" and array.dtype.itemsize == 2 and array.dtype.names is None:
-        raise AttnError(f"{prefix}holds raw 2-byte values ({array.dtype.str}), perhaps bfloat16 saved through "
-                        "ml_dtypes, which NPY cannot name", source=source,
-                        hint="save bfloat16 in a safetensors file, or as float32: a.astype(np.float32)")
+        raise AttnError(
+            f"{prefix}holds raw 2-byte values ({array.dtype.str}), perhaps bfloat16 saved through "
+            "ml_dtypes, which NPY cannot name",
+            source=source,
+            hint="save bfloat16 in a safetensors file, or as float32: a.astype(np.float32)",
+        )
     else:
-        raise AttnError(f"{prefix}holds {array.dtype} data; attn reads float arrays",
-                        source=source, hint="save it with a.astype(np.float32) or float64")
+        raise AttnError(
+            f"{prefix}holds {array.dtype} data; attn reads float arrays",
+            source=source,
+            hint="save it with a.astype(np.float32) or float64",
+        )
     vector = array.ndim == 1
     if vector:
         array = array[None, :]
@@ -311,8 +347,9 @@ def matrix_from_array(array: Any, source: str, where: str, request: Request = NU
         array = array.astype(array.dtype.newbyteorder("="), copy=False)
     bad = first_bad(array, request.special) if request.finite else None
     if bad:
-        where_bad = (f"row {bad[0] + 1}, column {bad[1] + 1}" if len(bad) == 2
-                     else f"element [{', '.join(map(str, bad))}]")
+        where_bad = (
+            f"row {bad[0] + 1}, column {bad[1] + 1}" if len(bad) == 2 else f"element [{', '.join(map(str, bad))}]"
+        )
         raise AttnError(f"{prefix}{where_bad}: {not_finite(float(array[bad]), request.special)}", source=source)
     return Matrix(array, vector=vector)
 

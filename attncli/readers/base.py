@@ -171,8 +171,11 @@ def read_all(f: BinaryIO, name: str) -> bytes:
         chunks.append(chunk)
         size += len(chunk)
         if size > limit:
-            raise AttnError(f"holds more than {limit:,} bytes, the limit for stdin, a pipe or a device",
-                            source=name, hint=f"save it to a file, or set {STREAM_BYTES.variable} to raise the limit")
+            raise AttnError(
+                f"holds more than {limit:,} bytes, the limit for stdin, a pipe or a device",
+                source=name,
+                hint=f"save it to a file, or set {STREAM_BYTES.variable} to raise the limit",
+            )
     return b"".join(chunks)
 
 
@@ -219,8 +222,12 @@ def check_distinct(names: Iterable[Any], source: str, lines: dict[Any, int] | No
     for name in names:
         key = entry_key(name)
         if key in seen:
-            raise AttnError(f"has both {seen[key]!r} and {name!r}, which name the same entry", source=source,
-                            line=(lines or {}).get(name), hint="entry names ignore case: keep one of them")
+            raise AttnError(
+                f"has both {seen[key]!r} and {name!r}, which name the same entry",
+                source=source,
+                line=(lines or {}).get(name),
+                hint="entry names ignore case: keep one of them",
+            )
         seen[key] = name
 
 

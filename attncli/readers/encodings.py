@@ -21,8 +21,11 @@ BYTE_ORDER_MARKS = (
 # Files that are not text at all, by their first bytes: (magic, what it is, what to do).
 NOT_TEXT = (
     (b"\x93NUMPY", "an NPY array", "name it .npy"),
-    (b"PK\x03\x04", "a zip archive (an Excel .xlsx workbook, or an NPZ archive)",
-     "save a sheet as CSV UTF-8, or name an NPZ archive .npz"),
+    (
+        b"PK\x03\x04",
+        "a zip archive (an Excel .xlsx workbook, or an NPZ archive)",
+        "save a sheet as CSV UTF-8, or name an NPZ archive .npz",
+    ),
     (b"\xd0\xcf\x11\xe0", "an Excel .xls workbook", "save the sheet as CSV UTF-8"),
     (b"\x1f\x8b", "gzip-compressed", "decompress it first: gunzip"),
     (b"%PDF", "a PDF document", None),
@@ -43,8 +46,11 @@ def decode(data: bytes, source: str) -> str:
                 return data.decode(codec)
             except UnicodeDecodeError as e:
                 line = data[: e.start].decode(codec, errors="replace").count("\n") + 1
-                raise AttnError(f"is not valid {name} text, though it starts with a {name} byte-order mark",
-                                source=source, line=line) from None
+                raise AttnError(
+                    f"is not valid {name} text, though it starts with a {name} byte-order mark",
+                    source=source,
+                    line=line,
+                ) from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -83,11 +89,21 @@ def not_utf8(data: bytes, start: int, source: str) -> AttnError:
     pairs = max(1, len(sample) // 2)
     if max(zeros_even, zeros_odd) > 0.3 * pairs and min(zeros_even, zeros_odd) < 0.05 * pairs:
         order = "LE" if zeros_odd > zeros_even else "BE"
-        return AttnError("is UTF-16 text without a byte-order mark", source=source,
-                         hint=f"save it as UTF-8, or convert it: iconv -f UTF-16{order} -t UTF-8")
+        return AttnError(
+            "is UTF-16 text without a byte-order mark",
+            source=source,
+            hint=f"save it as UTF-8, or convert it: iconv -f UTF-16{order} -t UTF-8",
+        )
     if _binary(sample):
-        return AttnError("is binary data, not text", source=source,
-                         hint="attn reads CSV, TSV, YAML and JSON text, or NPY/NPZ arrays by their extension")
+        return AttnError(
+            "is binary data, not text",
+            source=source,
+            hint="attn reads CSV, TSV, YAML and JSON text, or NPY/NPZ arrays by their extension",
+        )
     line = data[:start].count(b"\n") + 1
-    return AttnError("is not UTF-8 text: it looks like Windows-1252 (Latin-1) text", source=source, line=line,
-                     hint="save it as UTF-8, in Excel as CSV UTF-8, or convert it: iconv -f WINDOWS-1252 -t UTF-8")
+    return AttnError(
+        "is not UTF-8 text: it looks like Windows-1252 (Latin-1) text",
+        source=source,
+        line=line,
+        hint="save it as UTF-8, in Excel as CSV UTF-8, or convert it: iconv -f WINDOWS-1252 -t UTF-8",
+    )

@@ -46,7 +46,8 @@ def _office_zip(data: bytes) -> bool:
     """An .xlsx or .ods workbook: a zip holding xl/ or an OpenDocument spreadsheet's mimetype."""
     names = _zip_names(data)
     return any(n.startswith("xl/") for n in names) or (
-        "mimetype" in names and b"opendocument.spreadsheet" in data[:200])
+        "mimetype" in names and b"opendocument.spreadsheet" in data[:200]
+    )
 
 
 def _torch_zip(data: bytes) -> bool:
@@ -54,25 +55,52 @@ def _torch_zip(data: bytes) -> bool:
     return any(n.endswith("data.pkl") for n in _zip_names(data))
 
 
-PYTORCH = Foreign("a PyTorch file (torch.save), which attn does not read: it would have to unpickle it",
-                  (".pt", ".pth", ".ckpt"), "save the tensor with np.save(f, t.numpy()) or in a safetensors file",
-                  recognise=_torch_zip)
+PYTORCH = Foreign(
+    "a PyTorch file (torch.save), which attn does not read: it would have to unpickle it",
+    (".pt", ".pth", ".ckpt"),
+    "save the tensor with np.save(f, t.numpy()) or in a safetensors file",
+    recognise=_torch_zip,
+)
 
 FOREIGN: tuple[Foreign, ...] = (
     PYTORCH,
-    Foreign("an Excel workbook", (".xlsx", ".xlsm", ".xls", ".ods"), EXCEL_HOW,
-            magic=(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",), recognise=_office_zip),
-    Foreign("a Parquet file", (".parquet",), "save it with pandas: read_parquet(f).to_csv(...), or np.save",
-            magic=(b"PAR1",)),
-    Foreign("an Arrow/Feather file", (".feather", ".arrow"),
-            "save it with pandas: read_feather(f).to_csv(...), or np.save", magic=(b"ARROW1",)),
-    Foreign("an HDF5 file", (".h5", ".hdf5", ".hdf"),
-            "save the dataset with np.save(f, h5py.File(path)[name][()])", magic=(b"\x89HDF\r\n\x1a\n",)),
-    Foreign("a MATLAB file", (".mat",), "save the variable with np.save(f, scipy.io.loadmat(path)[name])",
-            magic=(b"MATLAB 5.0 MAT-file",)),
-    Foreign("a Python pickle, which attn never unpickles", (".pkl", ".pickle"),
-            "save the array with np.save, or a DataFrame with to_csv",
-            magic=tuple(b"\x80" + bytes([protocol]) for protocol in range(2, 6))),
+    Foreign(
+        "an Excel workbook",
+        (".xlsx", ".xlsm", ".xls", ".ods"),
+        EXCEL_HOW,
+        magic=(b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",),
+        recognise=_office_zip,
+    ),
+    Foreign(
+        "a Parquet file",
+        (".parquet",),
+        "save it with pandas: read_parquet(f).to_csv(...), or np.save",
+        magic=(b"PAR1",),
+    ),
+    Foreign(
+        "an Arrow/Feather file",
+        (".feather", ".arrow"),
+        "save it with pandas: read_feather(f).to_csv(...), or np.save",
+        magic=(b"ARROW1",),
+    ),
+    Foreign(
+        "an HDF5 file",
+        (".h5", ".hdf5", ".hdf"),
+        "save the dataset with np.save(f, h5py.File(path)[name][()])",
+        magic=(b"\x89HDF\r\n\x1a\n",),
+    ),
+    Foreign(
+        "a MATLAB file",
+        (".mat",),
+        "save the variable with np.save(f, scipy.io.loadmat(path)[name])",
+        magic=(b"MATLAB 5.0 MAT-file",),
+    ),
+    Foreign(
+        "a Python pickle, which attn never unpickles",
+        (".pkl", ".pickle"),
+        "save the array with np.save, or a DataFrame with to_csv",
+        magic=tuple(b"\x80" + bytes([protocol]) for protocol in range(2, 6)),
+    ),
 )
 
 
@@ -88,5 +116,8 @@ def refuse_foreign(suffix: str, data: Callable[[], bytes], source: str) -> None:
 
 
 def refusal(foreign: Foreign, source: str) -> AttnError:
-    return AttnError(f"is {foreign.what}" + ("" if "attn" in foreign.what else ", which attn does not read"),
-                     source=source, hint=foreign.how)
+    return AttnError(
+        f"is {foreign.what}" + ("" if "attn" in foreign.what else ", which attn does not read"),
+        source=source,
+        hint=foreign.how,
+    )

@@ -34,18 +34,26 @@ class Format:
     recognise: Callable[[bytes], bool] | None = None  # when no fixed first bytes mark it
 
 
-FORMATS: dict[str, Format] = {f.name: f for f in (
-    Format("csv", (".csv",), text.read_csv),
-    Format("tsv", (".tsv", ".tab"), text.read_tsv),
-    Format("txt", (), text.read_txt),  # .txt and .dat may hold CSV or TSV too: recognised by content
-    Format("npy", (".npy",), arrays.read_npy, magic=(arrays.NPY_MAGIC,)),
-    Format("npz", (".npz",), arrays.read_npz, magic=arrays.NPZ_MAGIC, bundles=True),
-    Format("safetensors", (".safetensors",), tensors.read_safetensors, bundles=True,
-           recognise=tensors.looks_like_safetensors),
-    Format("yaml", (".yaml", ".yml"), trees.read_yaml, bundles=True),
-    Format("json", (".json",), trees.read_json, bundles=True),
-    Format("jsonl", (".jsonl", ".ndjson"), trees.read_json_lines),  # one row per line, as `jq -c '.[]'` writes
-)}
+FORMATS: dict[str, Format] = {
+    f.name: f
+    for f in (
+        Format("csv", (".csv",), text.read_csv),
+        Format("tsv", (".tsv", ".tab"), text.read_tsv),
+        Format("txt", (), text.read_txt),  # .txt and .dat may hold CSV or TSV too: recognised by content
+        Format("npy", (".npy",), arrays.read_npy, magic=(arrays.NPY_MAGIC,)),
+        Format("npz", (".npz",), arrays.read_npz, magic=arrays.NPZ_MAGIC, bundles=True),
+        Format(
+            "safetensors",
+            (".safetensors",),
+            tensors.read_safetensors,
+            bundles=True,
+            recognise=tensors.looks_like_safetensors,
+        ),
+        Format("yaml", (".yaml", ".yml"), trees.read_yaml, bundles=True),
+        Format("json", (".json",), trees.read_json, bundles=True),
+        Format("jsonl", (".jsonl", ".ndjson"), trees.read_json_lines),  # one row per line, as `jq -c '.[]'` writes
+    )
+}
 
 
 def read_input(
@@ -79,24 +87,49 @@ def read_input(
     src = Input.of(source, name)
     form = FORMATS[fmt] if fmt else detect(src)
     names = frozenset() if isinstance(bundle, bool) else frozenset(n.lower() for n in bundle)
-    request = Request(mask=mask, bias=bias, bundle=bundle is True, bundle_if=names, text=text, tensors=tensors,
-                      finite=finite, settings=frozenset(entry_key(name) for name in settings))
+    request = Request(
+        mask=mask,
+        bias=bias,
+        bundle=bundle is True,
+        bundle_if=names,
+        text=text,
+        tensors=tensors,
+        finite=finite,
+        settings=frozenset(entry_key(name) for name in settings),
+    )
     if request.bundle and not form.bundles:
         holders = "/".join(f.name.upper() for f in FORMATS.values() if f.bundles)
-        raise NotABundle(f"a {form.name.upper()} file holds one matrix, not a bundle", source=src.name,
-                         hint=f"named matrices come in {holders} files")
+        raise NotABundle(
+            f"a {form.name.upper()} file holds one matrix, not a bundle",
+            source=src.name,
+            hint=f"named matrices come in {holders} files",
+        )
     return form.read(src, request)
 
 
-def read_matrix(source: Input | bytes | str | os.PathLike[str], name: str | None = None, fmt: str | None = None,
-                *, mask: bool = False, bias: bool = False, text: TextSettings = BY_FILE, tensors: bool = False,
-                finite: bool = True) -> Matrix:
+def read_matrix(
+    source: Input | bytes | str | os.PathLike[str],
+    name: str | None = None,
+    fmt: str | None = None,
+    *,
+    mask: bool = False,
+    bias: bool = False,
+    text: TextSettings = BY_FILE,
+    tensors: bool = False,
+    finite: bool = True,
+) -> Matrix:
     """The one matrix an input holds; an NPZ archive must hold exactly one array."""
     return read_input(source, name, fmt, mask=mask, bias=bias, text=text, tensors=tensors, finite=finite).matrix()
 
 
-def read_bundle(source: Input | bytes | str | os.PathLike[str], name: str | None = None,
-                fmt: str | None = None, *, text: TextSettings = BY_FILE, tensors: bool = False) -> Bundle:
+def read_bundle(
+    source: Input | bytes | str | os.PathLike[str],
+    name: str | None = None,
+    fmt: str | None = None,
+    *,
+    text: TextSettings = BY_FILE,
+    tensors: bool = False,
+) -> Bundle:
     """Named matrices from a YAML/JSON mapping, an NPZ archive or a safetensors file."""
     return read_input(source, name, fmt, bundle=True, text=text, tensors=tensors)
 

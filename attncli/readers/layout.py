@@ -89,7 +89,8 @@ def _splits_into_numbers(lines: Sequence[str], delimiter: str) -> bool:
     rows = [[cell.strip() for cell in line.split(delimiter)] for line in lines]
     body = rows[1:] or rows  # the first line may be a header
     return len({len(cells) for cells in body}) == 1 and all(
-        any(number(c) is not None for number in marks) for cells in body for c in cells[1:])
+        any(number(c) is not None for number in marks) for cells in body for c in cells[1:]
+    )
 
 
 @dataclass(frozen=True)
@@ -142,10 +143,24 @@ class Layout:
 def pandas_header(header: bool, source: str, line: int) -> Choice:
     """The reading of a first row 0,1,…,n-1: names when the rows below are not all whole numbers."""
     if header:
-        return Choice("read the first row 0,1,… as column names, as pandas writes them for unnamed columns: "
-                      "the rows below are not whole numbers", source, line, "header", False, "reads it as data")
-    return Choice("read the first row 0,1,… as data, though pandas writes such a row to name unnamed columns: "
-                  "the rows below are whole numbers too", source, line, "header", True, "reads it as column names")
+        return Choice(
+            "read the first row 0,1,… as column names, as pandas writes them for unnamed columns: "
+            "the rows below are not whole numbers",
+            source,
+            line,
+            "header",
+            False,
+            "reads it as data",
+        )
+    return Choice(
+        "read the first row 0,1,… as data, though pandas writes such a row to name unnamed columns: "
+        "the rows below are whole numbers too",
+        source,
+        line,
+        "header",
+        True,
+        "reads it as column names",
+    )
 
 
 # 1,234 or 1,234,567.5 (1.234,5 with decimal commas; 1 234 or 1'234): digits grouped by threes.
@@ -165,8 +180,9 @@ def find_layout(rows: Sequence[Row], number: Numbers, settings: TextSettings, so
     below = rows[1:]
     pandas_corner = len(first) > 1 and first[0] == "" and all(first[1:])
 
-    text_below = bool(below) and all(number(cells[0]) is None and not unread_number(cells[0], number)
-                                     for _, cells in below)  # a column of labels below? (1,234 and 1,5 are not)
+    text_below = bool(below) and all(
+        number(cells[0]) is None and not unread_number(cells[0], number) for _, cells in below
+    )  # a column of labels below? (1,234 and 1,5 are not)
     labels_below = settings.labels if settings.labels is not None else (pandas_corner or text_below)
     values = first[1:] if labels_below else first  # the first row's cells right of any label column
     choices = []
@@ -175,8 +191,9 @@ def find_layout(rows: Sequence[Row], number: Numbers, settings: TextSettings, so
     elif pandas_corner or (values and all(number(c) is None for c in values)):
         header = True  # (with no rows below, the reader says the header has no rows)
     elif below and values == [str(i) for i in range(len(values))]:
-        written_otherwise = any(not PLAIN_INTEGER.fullmatch(c) for _, cells in below
-                                for c in (cells[1:] if labels_below else cells))
+        written_otherwise = any(
+            not PLAIN_INTEGER.fullmatch(c) for _, cells in below for c in (cells[1:] if labels_below else cells)
+        )
         header = written_otherwise
         choices.append(pandas_header(header, source, first_line))
     else:

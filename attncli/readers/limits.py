@@ -44,14 +44,19 @@ class Limit:
         limit = self.value()
         if amount > limit:
             counted = f"{'about ' if about else ''}{amount:,} {self.unit}"
-            raise AttnError(f"has {counted}, more than the limit of {limit:,}", source=source, line=line,
-                            hint=f"set {self.variable} to raise it")
+            raise AttnError(
+                f"has {counted}, more than the limit of {limit:,}",
+                source=source,
+                line=line,
+                hint=f"set {self.variable} to raise it",
+            )
 
 
 ELEMENTS = Limit("ATTN_MAX_ELEMENTS", 100_000_000, "values")  # one file of CSV/TSV/text/YAML/JSON
 TREE_NODES = Limit("ATTN_MAX_YAML_NODES", 10_000_000, "YAML/JSON elements")  # after aliases expand
 LINE = Limit("ATTN_MAX_LINE", 10_000_000, "characters in one line")  # CSV/TSV/text
 STREAM_BYTES = Limit("ATTN_MAX_STREAM_BYTES", 4 << 30, "bytes")  # stdin, a pipe or a device: it may never end
+
 
 def check_text(data: bytes, source: str, separators: bytes, *, tree: bool = False) -> None:
     """Estimate, at C speed, how many numbers (and how long a line) a text

@@ -20,9 +20,19 @@ EXTRA_HINT = "pip install 'attncli[tensors]'"
 
 # safetensors dtype names -> numpy dtype names (BF16 through ml_dtypes)
 DTYPES = {
-    "F64": "float64", "F32": "float32", "F16": "float16", "BF16": "bfloat16",
-    "I64": "int64", "I32": "int32", "I16": "int16", "I8": "int8",
-    "U64": "uint64", "U32": "uint32", "U16": "uint16", "U8": "uint8", "BOOL": "bool",
+    "F64": "float64",
+    "F32": "float32",
+    "F16": "float16",
+    "BF16": "bfloat16",
+    "I64": "int64",
+    "I32": "int32",
+    "I16": "int16",
+    "I8": "int8",
+    "U64": "uint64",
+    "U32": "uint32",
+    "U16": "uint16",
+    "U8": "uint8",
+    "BOOL": "bool",
 }
 
 
@@ -41,11 +51,16 @@ def read_safetensors(source: Input, request: Request) -> Bundle:
     if request.is_bundle(tensors) or len(tensors) > 1:
         if not request.is_bundle(tensors) and not request.bundle:
             names = ", ".join(tensors)
-            raise AttnError(f"holds several tensors ({names}), expected one", source=source.name,
-                            hint="pass it as the only file to read it as a bundle")
+            raise AttnError(
+                f"holds several tensors ({names}), expected one",
+                source=source.name,
+                hint="pass it as the only file to read it as a bundle",
+            )
         check_distinct(tensors, source.name)
-        bundle = Bundle({name: matrix_from_array(array, source.name, name, request.entry(name))
-                         for name, array in tensors.items()}, metadata(data))
+        bundle = Bundle(
+            {name: matrix_from_array(array, source.name, name, request.entry(name)) for name, array in tensors.items()},
+            metadata(data),
+        )
         return bundle
     ((name, array),) = tensors.items()
     return Bundle.of(matrix_from_array(array, source.name, name, request))
@@ -65,8 +80,11 @@ def load(data: bytes, source: str) -> dict[str, Any]:
     for name, entry in sorted(entries, key=lambda e: e[0]):  # the package's order varies from run to run
         code = str(entry["dtype"]).upper()
         if code not in DTYPES:
-            raise AttnError(f"{name}: holds {code} data; attn reads float tensors (F64, F32, F16, BF16)",
-                            source=source, hint="save it as float32 or bfloat16")
+            raise AttnError(
+                f"{name}: holds {code} data; attn reads float tensors (F64, F32, F16, BF16)",
+                source=source,
+                hint="save it as float32 or bfloat16",
+            )
         if code == "BF16":
             dtype = np.dtype(_require("ml_dtypes", source).bfloat16)
         else:
@@ -106,5 +124,6 @@ def _require(module: str, source: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise AttnError(f"reading safetensors needs {module}, from the 'tensors' extra", source=source,
-                        hint=EXTRA_HINT) from None
+        raise AttnError(
+            f"reading safetensors needs {module}, from the 'tensors' extra", source=source, hint=EXTRA_HINT
+        ) from None

@@ -52,8 +52,9 @@ def read_text(data: bytes, source: str, fmt: str, request: Request) -> Matrix:
     """One matrix from CSV, TSV or whitespace-separated text (``fmt``):
     at C speed when the text is plain numbers, else cell by cell."""
     check_text(data, source, SEPARATORS[fmt])
-    return read_delimited_fast(data, fmt, request, source) or \
-        read_delimited(decode_text(data, source), source, fmt, request)
+    return read_delimited_fast(data, fmt, request, source) or read_delimited(
+        decode_text(data, source), source, fmt, request
+    )
 
 
 def read_delimited(text: str, source: str, fmt: str, request: Request = NUMBERS) -> Matrix:
@@ -80,11 +81,19 @@ def read_delimited(text: str, source: str, fmt: str, request: Request = NUMBERS)
     width = len(rows[0][1])
     for n, cells in rows:
         if len(cells) != width:
-            raise AttnError(f"row has {plural(len(cells), 'value')}, expected {width} like the first row",
-                            source=source, line=n, hint=_width_hint(delimiter, fmt))
+            raise AttnError(
+                f"row has {plural(len(cells), 'value')}, expected {width} like the first row",
+                source=source,
+                line=n,
+                hint=_width_hint(delimiter, fmt),
+            )
     if labelled and width == 1:
-        raise AttnError(f"{rows[0][1][0]!r} is not a number", source=source, line=rows[0][0],
-                        hint="a label column needs numbers beside it")
+        raise AttnError(
+            f"{rows[0][1][0]!r} is not a number",
+            source=source,
+            line=rows[0][0],
+            hint="a label column needs numbers beside it",
+        )
     row_labels = [cells[0] for _, cells in rows] if labelled else None
     body = [cells[1:] for _, cells in rows] if labelled else [cells for _, cells in rows]
     n_cols = width - labelled
@@ -94,15 +103,19 @@ def read_delimited(text: str, source: str, fmt: str, request: Request = NUMBERS)
         if len(names) == n_cols + 1 and labelled:
             names = names[1:]  # the corner cell above the labels
         if len(names) != n_cols:
-            raise AttnError(f"header has {plural(len(names), 'name')} but rows have {plural(n_cols, 'value')}",
-                            source=source, line=header[0])
+            raise AttnError(
+                f"header has {plural(len(names), 'name')} but rows have {plural(n_cols, 'value')}",
+                source=source,
+                line=header[0],
+            )
         col_labels = names
     values = _cells_to_array(body, rows, labelled, source, request, number)
     bad = first_bad(values, request.special)
     if bad:
         i, j = bad
-        raise AttnError(f"column {j + 1 + labelled}: {not_finite(values[i, j], request.special)}",
-                        source=source, line=rows[i][0])
+        raise AttnError(
+            f"column {j + 1 + labelled}: {not_finite(values[i, j], request.special)}", source=source, line=rows[i][0]
+        )
     return Matrix(values, row_labels, col_labels, choices=layout.choices)
 
 
@@ -134,7 +147,6 @@ def read_delimited_fast(data: bytes, fmt: str, request: Request = NUMBERS, sourc
     numbers: ``layout.find_layout``'s rule) and errors.
     """
     import warnings
-
 
     settings = request.text
     sep = FAST_DELIMITERS.get(fmt)
@@ -170,8 +182,12 @@ def read_delimited_fast(data: bytes, fmt: str, request: Request = NUMBERS, sourc
             values = _loadtxt_in_chunks(data, sep.decode())
     except ValueError:
         return None
-    if values.size == 0 or col_labels is not None and len(col_labels) != values.shape[1] \
-            or first_bad(values, request.special):
+    if (
+        values.size == 0
+        or col_labels is not None
+        and len(col_labels) != values.shape[1]
+        or first_bad(values, request.special)
+    ):
         return None
     return Matrix(values, None, col_labels, choices=choices)
 
@@ -193,8 +209,9 @@ def _loadtxt_in_chunks(data: bytes, sep: str) -> Any:
     while start < len(data):
         end = data.find(b"\n", start + PARSE_CHUNK)
         end = len(data) if end < 0 else end + 1
-        block = np.loadtxt(io.BytesIO(data[start:end]), delimiter=sep, comments=None, ndmin=2,
-                           dtype=np.float64, encoding="ascii")
+        block = np.loadtxt(
+            io.BytesIO(data[start:end]), delimiter=sep, comments=None, ndmin=2, dtype=np.float64, encoding="ascii"
+        )
         if block.size:
             blocks.append(block)
         start = end
@@ -238,13 +255,17 @@ def _split_lines(lines: Sequence[str], delimiter: str, source: str) -> Iterator[
             start = reader.line_num + 1
     except csv.Error as e:
         problem = "a quote is opened but never closed" if "end of data" in str(e) else str(e)
-        raise AttnError(f"cannot split the line: {problem}", source=source, line=start,
-                        hint=f"quote a label that holds a {DELIMITER_NAMES.get(delimiter, repr(delimiter))}: "
-                             f'"a{delimiter} b"') from None
+        raise AttnError(
+            f"cannot split the line: {problem}",
+            source=source,
+            line=start,
+            hint=f'quote a label that holds a {DELIMITER_NAMES.get(delimiter, repr(delimiter))}: "a{delimiter} b"',
+        ) from None
 
 
-def _cells_to_array(body: list[list[str]], rows: list[Row], labelled: bool, source: str,
-                    request: Request, number: Numbers) -> Any:
+def _cells_to_array(
+    body: list[list[str]], rows: list[Row], labelled: bool, source: str, request: Request, number: Numbers
+) -> Any:
     """Strings -> float64 array; on failure, find the first bad cell's line and column."""
     import numpy as np
 
@@ -268,8 +289,12 @@ def _cells_to_array(body: list[list[str]], rows: list[Row], labelled: bool, sour
         for j, cell in enumerate(cells):
             if number(cell) is None:
                 what = "is empty" if cell == "" else f"{cell!r} is not a number"
-                raise AttnError(f"column {j + 1 + labelled}: {what}", source=source, line=n,
-                                hint=_number_hint(cell, number, request))
+                raise AttnError(
+                    f"column {j + 1 + labelled}: {what}",
+                    source=source,
+                    line=n,
+                    hint=_number_hint(cell, number, request),
+                )
     raise AttnError("cannot read the numbers", source=source)  # pragma: no cover
 
 
@@ -282,11 +307,19 @@ def _number_hint(cell: str, number: Numbers, request: Request) -> str | None:
         other = "," if number.decimal == "." else "."
         as_decimal = Numbers(other)(cell) if separator == other else None  # 1,234: a thousand, or 1.234?
         if as_decimal is not None:
-            return (f"thousands separators are not read ({cell.strip()!r} would be {plain}), and {other!r} is not "
-                    f"this file's decimal mark ({as_decimal:g} if it were)")
+            return (
+                f"thousands separators are not read ({cell.strip()!r} would be {plain}), and {other!r} is not "
+                f"this file's decimal mark ({as_decimal:g} if it were)"
+            )
         return f"thousands separators are not read: write it as {plain}"
-    if (number.decimal == "." and "," in cell and Numbers(",")(cell) is not None
-            or number.decimal == "," and "." in cell and Numbers()(cell) is not None):
+    if (
+        number.decimal == "."
+        and "," in cell
+        and Numbers(",")(cell) is not None
+        or number.decimal == ","
+        and "." in cell
+        and Numbers()(cell) is not None
+    ):
         return f"the decimal mark of this file is {number.decimal!r}"
     if request.bias and cell.lower() in ("true", "false"):
         return "a bias holds numbers to add to the scores; true/false cells make a mask"

@@ -79,8 +79,9 @@ def read_tree(source: Input, request: Request, fmt: str) -> Bundle:
         check_distinct(tree, source.name, bundle.lines)
         return bundle
     if request.bundle:
-        raise AttnError("a bundle must be a mapping of names to matrices (q:, k:, v:)",
-                        source=source.name, line=line_of(tree))
+        raise AttnError(
+            "a bundle must be a mapping of names to matrices (q:, k:, v:)", source=source.name, line=line_of(tree)
+        )
     return Bundle.of(matrix_from_tree(tree, source.name, "", request))
 
 
@@ -152,8 +153,9 @@ def _load_json(text: str) -> Any:
     interpreter, and with it Ctrl-C, for the whole call otherwise."""
     floats = _json_float if len(text) > PYTHON_FLOATS_PAST else None
     try:
-        return json.loads(text, object_pairs_hook=_json_object, parse_constant=_json_constant,
-                          parse_int=_json_int, parse_float=floats)
+        return json.loads(
+            text, object_pairs_hook=_json_object, parse_constant=_json_constant, parse_int=_json_int, parse_float=floats
+        )
     except json.JSONDecodeError as e:
         if e.msg == "Extra data" and "\n" in text[len(text[: e.pos].rstrip()) : e.pos]:
             return _load_json_lines(text)  # another value on the next line: JSON Lines, one row per line
@@ -170,8 +172,11 @@ def _load_json_lines(text: str) -> _Seq:
         try:
             row = json.loads(line, object_pairs_hook=_json_object, parse_constant=_json_constant)
         except json.JSONDecodeError as e:
-            raise AttnError(f"invalid JSON Lines: {e.msg} (column {e.colno})", line=n,
-                            hint="JSON Lines holds one whole JSON value per line") from None
+            raise AttnError(
+                f"invalid JSON Lines: {e.msg} (column {e.colno})",
+                line=n,
+                hint="JSON Lines holds one whole JSON value per line",
+            ) from None
         except AttnError as e:
             raise e.located(line=n) from None
         if isinstance(row, list):
@@ -334,17 +339,26 @@ class _YamlTree:
                     if stack and stack[-1].wants_key:
                         raise AttnError("a mapping key must be a plain name", line=line)
                     sequence = isinstance(event, yaml.SequenceStartEvent)
-                    self._tag(event, yaml.SequenceNode if sequence else yaml.MappingNode, None, line, check=True,
-                              depth=len(stack))
+                    self._tag(
+                        event,
+                        yaml.SequenceNode if sequence else yaml.MappingNode,
+                        None,
+                        line,
+                        check=True,
+                        depth=len(stack),
+                    )
                     container: Any = _Seq() if sequence else _Map()
                     container.line = line
                     stack.append(_Open(container, event.anchor))
                 elif isinstance(event, yaml.CollectionEndEvent):
                     done = stack.pop()
                     if done.size > self.limit:
-                        raise AttnError(f"expands to more than {self.limit:,} elements", line=done.value.line,
-                                        hint=f"YAML aliases repeat whole subtrees; write the numbers out, "
-                                             f"or set {TREE_NODES.variable} to raise the limit")
+                        raise AttnError(
+                            f"expands to more than {self.limit:,} elements",
+                            line=done.value.line,
+                            hint=f"YAML aliases repeat whole subtrees; write the numbers out, "
+                            f"or set {TREE_NODES.variable} to raise the limit",
+                        )
                     if done.anchor:
                         self.anchors[done.anchor] = (done.value, done.size)
                     self._add(stack, documents, done.value, done.size, done.value.line)
@@ -361,8 +375,9 @@ class _YamlTree:
             implicit = getattr(event, "implicit", None)
             tag = self.resolver.resolve(kind, value, implicit if isinstance(implicit, tuple) else (implicit, False))
         if check and tag not in self.SAFE_TAGS:
-            raise AttnError(f"the tag {tag} is not allowed", line=line,
-                            hint="attn reads plain YAML: numbers, lists and mappings")
+            raise AttnError(
+                f"the tag {tag} is not allowed", line=line, hint="attn reads plain YAML: numbers, lists and mappings"
+            )
         if check and depth > MAX_DEPTH:
             raise too_deep(line)
         return tag
@@ -465,11 +480,13 @@ def matrix_from_tree(tree: Any, source: str, where: str, request: Request = NUMB
         cells = row if isinstance(row, list) else [row]
         if not cells:
             raise fail(f"{name} is empty", row)
-        numbers.append([_cell(c, request.mask, cell_fail(f"{name}, column {j + 1}", c))
-                        for j, c in enumerate(cells)])
+        numbers.append([_cell(c, request.mask, cell_fail(f"{name}, column {j + 1}", c)) for j, c in enumerate(cells)])
         if len(cells) != len(numbers[0]):
-            raise fail(f"{name} has {plural(len(cells), 'value')}, expected {len(numbers[0])} like the first row",
-                       row, hint="every row needs the same number of columns")
+            raise fail(
+                f"{name} has {plural(len(cells), 'value')}, expected {len(numbers[0])} like the first row",
+                row,
+                hint="every row needs the same number of columns",
+            )
     values = np.array(numbers, dtype=np.float64)
 
     if "divide" in spec:
@@ -515,8 +532,9 @@ def is_pandas_frame(tree: Any) -> bool:
     if not isinstance(tree, dict) or not isinstance(tree.get("data"), list):
         return False
     schema = tree.get("schema")
-    return set(tree) in SPLIT_KEYS or (set(tree) == TABLE_KEYS and isinstance(schema, dict)
-                                       and isinstance(schema.get("fields"), list))
+    return set(tree) in SPLIT_KEYS or (
+        set(tree) == TABLE_KEYS and isinstance(schema, dict) and isinstance(schema.get("fields"), list)
+    )
 
 
 def _split(tree: dict, fail: Callable[..., AttnError]) -> tuple[list[str] | None, list[str] | None, list]:
@@ -532,8 +550,7 @@ def _split(tree: dict, fail: Callable[..., AttnError]) -> tuple[list[str] | None
         raise fail(f"{what}: columns must be a list of names", tree)
     names = _names(columns, fail) or None
     if names is not None and rows and len(names) != len(rows[0]):
-        raise fail(f"{what}: {plural(len(names), 'column name')} for rows of {plural(len(rows[0]), 'value')}",
-                   tree)
+        raise fail(f"{what}: {plural(len(names), 'column name')} for rows of {plural(len(rows[0]), 'value')}", tree)
     index = tree.get("index")
     labels = None if index is None else _labels(index, len(rows), what, fail)
     return labels, names, rows
@@ -548,8 +565,11 @@ def _table(tree: dict, fail: Callable[..., AttnError]) -> tuple[list[str] | None
     key = schema.get("primaryKey") or []
     key = key if isinstance(key, list) else [key]
     if len(key) > 1:
-        raise fail(f"{what}: the index has {len(key)} levels; attn reads one level of row labels", schema,
-                   hint="reset_index() the other levels first")
+        raise fail(
+            f"{what}: the index has {len(key)} levels; attn reads one level of row labels",
+            schema,
+            hint="reset_index() the other levels first",
+        )
     names = _names(fields, fail) or []
     records = tree["data"]
     if not all(isinstance(r, dict) for r in records):
@@ -571,14 +591,20 @@ def _labels(index: Any, count: int, what: str, fail: Callable[..., AttnError]) -
     if not isinstance(index, list):
         raise fail(f"{what}: the index must be a list of row labels", index)
     if any(isinstance(n, (list, dict)) for n in index):
-        raise fail(f"{what}: the index has several levels; attn reads one level of row labels", index,
-                   hint="reset_index() the other levels first")
+        raise fail(
+            f"{what}: the index has several levels; attn reads one level of row labels",
+            index,
+            hint="reset_index() the other levels first",
+        )
     if len(index) != count:
         raise fail(f"{what}: the index has {plural(len(index), 'label')} for {plural(count, 'row')}", index)
     missing = [i for i, n in enumerate(index) if n is None or isinstance(n, Scalar) and n.value() is None]
     if missing:
-        raise fail(f"{what}: row {missing[0] + 1} has no label (its index is null)", index,
-                   hint="give every row a label, or write it with index=False")
+        raise fail(
+            f"{what}: row {missing[0] + 1} has no label (its index is null)",
+            index,
+            hint="give every row a label, or write it with index=False",
+        )
     return [n.text if isinstance(n, Scalar) else str(n) for n in index]
 
 
@@ -587,15 +613,23 @@ def _refuse_nested_mappings(tree: dict, fail: Callable[..., AttnError]) -> None:
     and also its ``orient="index"`` (rows of columns): never guess which."""
     nested = [name for name, value in tree.items() if isinstance(value, dict)]
     if nested and len(nested) == len(tree):
-        raise fail("is a mapping of mappings, as pandas' to_json() writes by default: it could be columns of "
-                   "rows or rows of columns", tree, hint=ORIENT_HINT)
+        raise fail(
+            "is a mapping of mappings, as pandas' to_json() writes by default: it could be columns of "
+            "rows or rows of columns",
+            tree,
+            hint=ORIENT_HINT,
+        )
     if nested:
-        raise fail(f"row {nested[0]!r} is a mapping, other rows are not", tree[nested[0]],
-                   hint="write every row as a list of numbers")
+        raise fail(
+            f"row {nested[0]!r} is a mapping, other rows are not",
+            tree[nested[0]],
+            hint="write every row as a list of numbers",
+        )
 
 
-def _records(tree: list, fail: Callable[..., AttnError],
-             expected: list[str] | None = None) -> tuple[list[str], list[Any]]:
+def _records(
+    tree: list, fail: Callable[..., AttnError], expected: list[str] | None = None
+) -> tuple[list[str], list[Any]]:
     """Column names and rows of a list of records, each a mapping of the same
     column names (``expected``, else the first record's) to numbers."""
     columns = expected if expected is not None else [str(name) for name in tree[0]]
@@ -604,8 +638,11 @@ def _records(tree: list, fail: Callable[..., AttnError],
         names = [str(name) for name in record]
         if names != columns:
             like = "like the first row" if expected is None else "as the schema's fields name them"
-            raise fail(f"row {i + 1} has the columns {', '.join(names)}, expected {', '.join(columns)} {like}",
-                       record, hint="every record needs the same names, in the same order")
+            raise fail(
+                f"row {i + 1} has the columns {', '.join(names)}, expected {', '.join(columns)} {like}",
+                record,
+                hint="every record needs the same names, in the same order",
+            )
         row = _Seq(record.values())
         row.line = line_of(record)
         rows.append(row)
@@ -656,4 +693,3 @@ def _names(node: Any, fail: Callable[..., AttnError]) -> list[str] | None:
     if not isinstance(node, list):
         raise fail("labels and columns must be lists of names", node)
     return [n.text if isinstance(n, Scalar) else str(n) for n in node]
-

@@ -72,14 +72,12 @@ def read_vectors(
 
             try:
                 with gzip.GzipFile(fileobj=f) as g:
-                    return read_vectors(io.BufferedReader(g), format=format, words=words, wanted=wanted,
-                                        name=src_name)
+                    return read_vectors(io.BufferedReader(g), format=format, words=words, wanted=wanted, name=src_name)
             except (EOFError, zlib.error, gzip.BadGzipFile) as e:
                 detail = (str(e).splitlines() or [""])[0] or type(e).__name__
                 raise AttnError(f"is a damaged or truncated gzip file ({detail})", source=src_name) from None
         if not head:
-            raise AttnError("empty file, no word vectors", source=src_name,
-                            hint=f"expected {SUPPORTED}")
+            raise AttnError("empty file, no word vectors", source=src_name, hint=f"expected {SUPPORTED}")
         if fmt is None:
             fmt = _detect(head, src_name)
         if fmt in ("npy", "npz"):
@@ -172,9 +170,13 @@ def _checked_header(line: bytes | str, source: str, found: str | None = None) ->
     if header[1] == 0:
         raise AttnError("the header says the vectors have 0 dimensions", source=source, line=1)
     if header[1] > ELEMENTS.value():
-        raise AttnError(f"the header says the vectors have {header[1]:,} dimensions, more than the limit of "
-                        f"{ELEMENTS.value():,} values", source=source, line=1,
-                        hint=f"a damaged header? set {ELEMENTS.variable} to raise the limit")
+        raise AttnError(
+            f"the header says the vectors have {header[1]:,} dimensions, more than the limit of "
+            f"{ELEMENTS.value():,} values",
+            source=source,
+            line=1,
+            hint=f"a damaged header? set {ELEMENTS.variable} to raise the limit",
+        )
     return header
 
 
@@ -195,8 +197,6 @@ class _Wanted:
 
     def done(self) -> bool:
         return all(not (g <= self.pending) for g in self.groups)
-
-
 
 
 def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> WordVectors:
@@ -228,27 +228,33 @@ def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> Word
         if not line:
             continue  # empty lines (such as trailing ones) are skipped
         if _has_control(line):
-            raise AttnError("control characters in a text vector file (a binary file?)", source=source,
-                            line=lineno, hint=hint)
+            raise AttnError(
+                "control characters in a text vector file (a binary file?)", source=source, line=lineno, hint=hint
+            )
         entries += 1
         if declared is not None and entries > declared:
-            raise AttnError(f"more entries than the {declared} the header on line 1 declares",
-                            source=source, line=lineno)
+            raise AttnError(
+                f"more entries than the {declared} the header on line 1 declares", source=source, line=lineno
+            )
         if dim is not None and line.count(" ") == dim and line[0] != " ":  # fast path: "word x1 ... xd"
             cut = line.index(" ")
-            word, rest = line[:cut], line[cut + 1:]
+            word, rest = line[:cut], line[cut + 1 :]
         else:
             parts = line.split()
             if dim is None:  # GloVe: the first line fixes the dimension
                 dim = _count_numbers(parts)
                 if dim == 0:
-                    problem = (f"{parts[-1][:40]!r} is not a number" if len(parts) > 1
-                               else f"no numbers after the word {parts[0][:40]!r}")
+                    problem = (
+                        f"{parts[-1][:40]!r} is not a number"
+                        if len(parts) > 1
+                        else f"no numbers after the word {parts[0][:40]!r}"
+                    )
                     raise AttnError(problem, source=source, line=lineno, hint=hint)
             if len(parts) < dim + 1 or (len(parts) > dim + 1 and parse_number(parts[-dim - 1]) is not None):
                 found = len(parts) - 1 if len(parts) < dim + 1 else _count_numbers(parts)
-                raise AttnError(f"expected {plural(dim, 'number')} after the word, found {found}", source=source,
-                                line=lineno)
+                raise AttnError(
+                    f"expected {plural(dim, 'number')} after the word, found {found}", source=source, line=lineno
+                )
             word, rest = " ".join(parts[:-dim]), " ".join(parts[-dim:])  # GloVe 840B has words with spaces
         if want is not None and not want.keep(word):
             continue
@@ -256,7 +262,7 @@ def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> Word
         numbers.append(rest)
         lines.append(lineno)
         if len(numbers) == 8192:
-            blocks.append(_parse_numbers(numbers, dim, words[-len(numbers):], lines, source))
+            blocks.append(_parse_numbers(numbers, dim, words[-len(numbers) :], lines, source))
             numbers, lines = [], []
         if want is not None:
             want.see(word)
@@ -266,10 +272,9 @@ def _read_text(f: BinaryIO, fmt: str, want: _Wanted | None, source: str) -> Word
         if dim is None:
             raise AttnError("empty file, no word vectors", source=source, hint=hint)
         if declared is not None and entries != declared:
-            raise AttnError(f"the header says {declared} words but the file has {entries}", source=source,
-                            line=1)
+            raise AttnError(f"the header says {declared} words but the file has {entries}", source=source, line=1)
     if numbers:
-        blocks.append(_parse_numbers(numbers, dim, words[-len(numbers):], lines, source))
+        blocks.append(_parse_numbers(numbers, dim, words[-len(numbers) :], lines, source))
     v = np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32)
     return WordVectors(words, v, name=source, partial=want is not None)
 
@@ -289,8 +294,11 @@ def _parse_numbers(numbers: list[str], dim: int, words: list[str], lines: list[i
     if v.size != len(numbers) * dim:  # find the culprit the slow way
         for text, word, line in zip(numbers, words, lines, strict=True):
             if len(text.split()) != dim:
-                raise AttnError(f"expected {plural(dim, 'number')} after the word, found {len(text.split())}",
-                                source=source, line=line)
+                raise AttnError(
+                    f"expected {plural(dim, 'number')} after the word, found {len(text.split())}",
+                    source=source,
+                    line=line,
+                )
             bad = next((t for t in text.split() if parse_number(t) is None), None)
             if bad is not None:
                 raise AttnError(f"{bad[:40]!r} is not a number (word {word[:40]!r})", source=source, line=line)
@@ -299,8 +307,9 @@ def _parse_numbers(numbers: list[str], dim: int, words: list[str], lines: list[i
     bad_rows = ~np.isfinite(v).all(axis=1)
     if bad_rows.any():
         r = int(np.argmax(bad_rows))
-        raise AttnError(f"{words[r]!r} has a non-finite value ({v[r][~np.isfinite(v[r])][0]})", source=source,
-                        line=lines[r])
+        raise AttnError(
+            f"{words[r]!r} has a non-finite value ({v[r][~np.isfinite(v[r])][0]})", source=source, line=lines[r]
+        )
     return v
 
 
@@ -340,8 +349,7 @@ def _read_w2v_binary(f: BinaryIO, want: _Wanted | None, source: str) -> WordVect
             break  # end of file; the count check below reports it
         vec = f.read(size)
         if len(vec) < size:
-            raise AttnError(f"entry {n + 1}: the file ends inside a vector ({len(vec)} of {size} bytes)",
-                            source=source)
+            raise AttnError(f"entry {n + 1}: the file ends inside a vector ({len(vec)} of {size} bytes)", source=source)
         n += 1
         try:
             word = word_bytes.decode("utf-8")
@@ -353,8 +361,7 @@ def _read_w2v_binary(f: BinaryIO, want: _Wanted | None, source: str) -> WordVect
             continue
         x = np.frombuffer(vec, dtype="<f4")
         if not np.isfinite(x).all():
-            raise AttnError(f"entry {n} {word!r} has a non-finite value ({x[~np.isfinite(x)][0]})",
-                            source=source)
+            raise AttnError(f"entry {n} {word!r} has a non-finite value ({x[~np.isfinite(x)][0]})", source=source)
         words.append(word)
         rows.append(vec)
         if want is not None:
@@ -363,8 +370,7 @@ def _read_w2v_binary(f: BinaryIO, want: _Wanted | None, source: str) -> WordVect
                 break
     else:
         if f.read().strip(b"\r\n"):
-            raise AttnError(f"more entries than the {declared} the header on line 1 declares",
-                            source=source)
+            raise AttnError(f"more entries than the {declared} the header on line 1 declares", source=source)
     if want is None or not want.done():
         if n != declared:
             raise AttnError(f"the header says {declared} words but the file has {n}", source=source, line=1)
@@ -389,8 +395,9 @@ def _read_word(f, entry: int, source: str) -> bytes | None:
         buf += chunk
         f.read(len(chunk))
         if len(buf) > 1000:
-            raise AttnError(f"entry {entry}: no space after a word within 1000 bytes (not word2vec binary?)",
-                            source=source)
+            raise AttnError(
+                f"entry {entry}: no space after a word within 1000 bytes (not word2vec binary?)", source=source
+            )
 
 
 def _read_numpy(f: BinaryIO, fmt: str, words_src, want: _Wanted | None, source: str) -> WordVectors:
@@ -413,23 +420,25 @@ def _read_numpy(f: BinaryIO, fmt: str, words_src, want: _Wanted | None, source: 
             check_fits_in_memory(sum(info.file_size for info in z.zip.infolist()), source, "its arrays expand to")
             names = z.files
             if "vectors" not in names:
-                raise AttnError(f"a zip that is not an .npz of word vectors (arrays: {names[:5]})",
-                                source=source, hint="unzip a downloaded glove.*.zip first")
+                raise AttnError(
+                    f"a zip that is not an .npz of word vectors (arrays: {names[:5]})",
+                    source=source,
+                    hint="unzip a downloaded glove.*.zip first",
+                )
             joined, v = _from_npz(z, source)
             words = joined.split("\n")
     else:
         v = loaded
         if words_src is None:
-            raise AttnError("a .npy matrix needs a words file (one word per line, in row order)",
-                            source=source)
+            raise AttnError("a .npy matrix needs a words file (one word per line, in row order)", source=source)
         if v.ndim != 2 or v.dtype.kind not in "fiu":
-            raise AttnError(f"expected a 2-D [n_words, dim] matrix of numbers, found {v.dtype} {v.shape}",
-                            source=source)
+            raise AttnError(
+                f"expected a 2-D [n_words, dim] matrix of numbers, found {v.dtype} {v.shape}", source=source
+            )
         words = _read_words(words_src)
         wname = _name_of(words_src)
         if len(words) != v.shape[0]:
-            raise AttnError(f"{len(words)} words but the matrix {source} has {v.shape[0]} rows",
-                            source=wname)
+            raise AttnError(f"{len(words)} words but the matrix {source} has {v.shape[0]} rows", source=wname)
         v = _finite(v.astype(np.float32), words, source)
     if want is not None:
         keep = [i for i, w in enumerate(words) if want.keep(w)]

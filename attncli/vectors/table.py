@@ -67,8 +67,7 @@ class WordVectors:
     the first (most frequent) word with the same casefold.
     """
 
-    def __init__(self, words: list[str] | str, vectors: np.ndarray, *, name: str = "",
-                 partial: bool = False) -> None:
+    def __init__(self, words: list[str] | str, vectors: np.ndarray, *, name: str = "", partial: bool = False) -> None:
         # words: a list, or one string of newline-joined words (split only when needed:
         # looking up a few words in the joined text is faster than building a dict).
         self._joined = "\n" + words + "\n" if isinstance(words, str) else None
@@ -240,8 +239,11 @@ class WordVectors:
         import numpy as np
 
         text = self._joined_text
-        chars = np.frombuffer(text.encode("ascii"), np.uint8) if text.isascii() else \
-            np.frombuffer(text.encode("utf-32-le"), np.uint32)
+        chars = (
+            np.frombuffer(text.encode("ascii"), np.uint8)
+            if text.isascii()
+            else np.frombuffer(text.encode("utf-32-le"), np.uint32)
+        )
         ends = np.flatnonzero(chars == 10)  # [n_words - 1] where each word but the last ends
         return np.diff(np.concatenate([[-1], ends, [len(text)]])) - 1
 
@@ -339,6 +341,7 @@ def _most_frequent(candidates: Iterable[str], index: dict[str, int]) -> str | No
     known = [(index[c], c) for c in candidates if c in index]
     return min(known)[1] if known else None
 
+
 def _finite(v: np.ndarray, words: list[str], source: str) -> np.ndarray:
     import numpy as np
 
@@ -368,16 +371,19 @@ def _from_npz(z, source: str) -> tuple[str, np.ndarray]:
 
     names = set(z.files)
     if "vectors" not in names or not names & {"words", "words_zlib"}:
-        raise AttnError(f"an .npz of word vectors needs arrays 'vectors' and 'words' (found {sorted(names)})",
-                        source=source)
+        raise AttnError(
+            f"an .npz of word vectors needs arrays 'vectors' and 'words' (found {sorted(names)})", source=source
+        )
     v = z["vectors"]
     if v.ndim != 2:
         raise AttnError(f"'vectors' must be 2-D [n_words, dim], found shape {v.shape}", source=source)
     if "scales" in names:
         scales = z["scales"]
         if v.dtype != np.int8 or scales.shape != (v.shape[0],):
-            raise AttnError(f"'scales' {scales.shape} needs int8 'vectors' with one scale per row, "
-                            f"found {v.dtype} {v.shape}", source=source)
+            raise AttnError(
+                f"'scales' {scales.shape} needs int8 'vectors' with one scale per row, found {v.dtype} {v.shape}",
+                source=source,
+            )
         v = v.astype(np.float32)
         v *= scales.astype(np.float32)[:, None]
     elif v.dtype.kind != "f":
@@ -393,8 +399,9 @@ def _from_npz(z, source: str) -> tuple[str, np.ndarray]:
         except zlib.error:
             raise AttnError("the words_zlib array is not zlib-compressed", source=source) from None
         except UnicodeDecodeError as e:
-            raise AttnError(f"the words array is not newline-joined UTF-8 (byte {e.start + 1:,} is not UTF-8)",
-                            source=source) from None
+            raise AttnError(
+                f"the words array is not newline-joined UTF-8 (byte {e.start + 1:,} is not UTF-8)", source=source
+            ) from None
     n_words = words.count("\n") + 1
     if n_words != v.shape[0]:
         raise AttnError(f"{n_words} words but {v.shape[0]} vectors", source=source)
@@ -409,8 +416,11 @@ def _joined(words: list[str], source: str) -> str:
     """Words from an array of strings, newline-joined as a table holds them."""
     for i, word in enumerate(words):
         if not word.strip() or "\n" in word:
-            raise AttnError(f"words entry {i + 1} ({word!r}) is not a word", source=source,
-                            hint="each entry of the words array is one word: not blank, no line break")
+            raise AttnError(
+                f"words entry {i + 1} ({word!r}) is not a word",
+                source=source,
+                hint="each entry of the words array is one word: not blank, no line break",
+            )
     return "\n".join(words)
 
 

@@ -1,1 +1,1 @@
-"""One module per ``attn`` command; what they share is in ``attncli.cli`` (options, io, emit, qkv, words)."""
+"""One module per ``attn`` command; what commands share is in ``attncli.cli`` (inputs, attention, outputs, ...)."""

@@ -48,36 +48,68 @@ Examples:
   attn explain q.csv k.csv v.csv --grad --dout dout.csv --query 1   # the backward pass too
 """
 
+
 @attention_options()
 @read_options()
 @view_options()
 @output_options(**OUTPUT_OR_WEIGHTS)
 def explain(
     files: FilesArgument,
-    query: Annotated[str | None, typer.Option(
-        "--query", "-q", metavar="N|LABEL", show_default=False,
-        help="The query whose dot product and weighted sum are written out term by term: "
-             "its row number (from 0) or its label. Default: the first.",
-    )] = None,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            "-q",
+            metavar="N|LABEL",
+            show_default=False,
+            help="The query whose dot product and weighted sum are written out term by term: "
+            "its row number (from 0) or its label. Default: the first.",
+        ),
+    ] = None,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
     layout: LayoutOption = Layout.bhsd,
-    batch: Annotated[int | None, typer.Option(
-        "--batch", min=0, metavar="B", show_default=False,
-        help="For tensors: the batch whose steps are shown (from 0). Default: the first.")] = None,
-    head: Annotated[int | None, typer.Option(
-        "--head", min=0, metavar="H", show_default=False,
-        help="For tensors: the query head whose steps are shown (from 0). Default: the first.")] = None,
+    batch: Annotated[
+        int | None,
+        typer.Option(
+            "--batch",
+            min=0,
+            metavar="B",
+            show_default=False,
+            help="For tensors: the batch whose steps are shown (from 0). Default: the first.",
+        ),
+    ] = None,
+    head: Annotated[
+        int | None,
+        typer.Option(
+            "--head",
+            min=0,
+            metavar="H",
+            show_default=False,
+            help="For tensors: the query head whose steps are shown (from 0). Default: the first.",
+        ),
+    ] = None,
     out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 3,
     look: ViewFlags = FROM_VIEW_OPTIONS,
-    grad: Annotated[bool, typer.Option(
-        "--grad", help="Also the backward pass for --dout: dP, the softmax's Jacobian, dS, and the query's dQ "
-                       "row term by term.")] = False,
-    dout: Annotated[str | None, typer.Option(
-        "--dout", metavar="FILE", show_default=False,
-        help="With --grad: the gradient of the output, dO (or a bundle entry dout).",
-    ), READS] = None,
+    grad: Annotated[
+        bool,
+        typer.Option(
+            "--grad",
+            help="Also the backward pass for --dout: dP, the softmax's Jacobian, dS, and the query's dQ "
+            "row term by term.",
+        ),
+    ] = False,
+    dout: Annotated[
+        str | None,
+        typer.Option(
+            "--dout",
+            metavar="FILE",
+            show_default=False,
+            help="With --grad: the gradient of the output, dO (or a bundle entry dout).",
+        ),
+        READS,
+    ] = None,
 ) -> Result:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 
@@ -112,14 +144,16 @@ def pick_query(inputs: Inputs, query: str | None) -> int:
     raise UsageError(f"--query {clip(query)}: no such query", hint=f"Q has {rows}; give a number or a label")
 
 
-def backward_of(inputs: Inputs, steps: Steps, dout: str | None, reading: ReadFlags, batch: int | None,
-                head: int | None) -> dict[str, np.ndarray]:
+def backward_of(
+    inputs: Inputs, steps: Steps, dout: str | None, reading: ReadFlags, batch: int | None, head: int | None
+) -> dict[str, np.ndarray]:
     """The backward pass of the (batch, head) explained: dO, dP, delta, dS, dZ, dQ, dK, dV as matrices."""
     from attncli.core.grad import attention_grad
 
     d_out = output_gradient(inputs, dout, reading.settings())
-    grads = attention_grad(inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options,
-                           block=0)  # whole, as the forward steps explained are
+    grads = attention_grad(
+        inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options, block=0
+    )  # whole, as the forward steps explained are
     assert grads.steps is not None
     b, h = batch or 0, head or 0
     lead = steps.weights.shape[:-2]
@@ -130,8 +164,14 @@ def backward_of(inputs: Inputs, steps: Steps, dout: str | None, reading: ReadFla
     return one
 
 
-def explain_result(inputs: Inputs, steps: Steps, precision: int, i: int, style: ViewStyle | None = None,
-                   backward: dict[str, np.ndarray] | None = None) -> Result:
+def explain_result(
+    inputs: Inputs,
+    steps: Steps,
+    precision: int,
+    i: int,
+    style: ViewStyle | None = None,
+    backward: dict[str, np.ndarray] | None = None,
+) -> Result:
     """JSON with every step, and the step-by-step view, for query row ``i``."""
     import math
 
@@ -139,23 +179,29 @@ def explain_result(inputs: Inputs, steps: Steps, precision: int, i: int, style: 
 
     base = run_result(inputs, steps, precision, style=style)  # the JSON fields and matrices run writes
     data: dict[str, Any] = {
-        "queries": base.data["queries"], "keys": base.data["keys"], "columns": base.data["columns"],
-        "query": inputs.queries[i], "query_index": i,
-        "q": inputs.q.values, "k": inputs.k.values, "v": inputs.v.values,
-        "scores": steps.scores, "scaled": steps.scaled,
+        "queries": base.data["queries"],
+        "keys": base.data["keys"],
+        "columns": base.data["columns"],
+        "query": inputs.queries[i],
+        "query_index": i,
+        "q": inputs.q.values,
+        "k": inputs.k.values,
+        "v": inputs.v.values,
+        "scores": steps.scores,
+        "scaled": steps.scaled,
         **({"capped": steps.capped} if steps.capped is not None else {}),
         "allowed": steps.allowed,
         # scaled scores plus the mask; a forbidden pair (-inf) is null, as JSON has no infinity
         "logits": [[x if math.isfinite(x) else None for x in row] for row in steps.logits.tolist()],
-        "weights": steps.weights, "output": steps.output,
+        "weights": steps.weights,
+        "output": steps.output,
     }
     if inputs.head is not None:
         data["batch"], data["head"] = inputs.head
     data.update((key, value) for key, value in base.data.items() if key not in data)
     if backward is not None:
         data["backward"] = dict(backward)
-    return Result(data, lambda: explain_view(inputs, steps, i, precision, style, backward), base.matrices,
-                  base.maps)
+    return Result(data, lambda: explain_view(inputs, steps, i, precision, style, backward), base.matrices, base.maps)
 
 
 def one_head(inputs: Inputs, steps: Steps, batch: int | None, head: int | None) -> tuple[Inputs, Steps]:
@@ -172,9 +218,11 @@ def one_head(inputs: Inputs, steps: Steps, batch: int | None, head: int | None) 
 
     q, k, v = (replace(m, values=cut(m.values)) for m in (inputs.q, inputs.k, inputs.v))
     rotated = None if steps.rotated is None else (cut(steps.rotated[0]), cut(steps.rotated[1]))
-    cut_steps: dict[str, Any] = {name: slice_of(getattr(steps, name), b, h)
-                                 for name in ("scores", "scaled", "capped", "logits", "allowed", "weights", "output")
-                                 if getattr(steps, name) is not None}
+    cut_steps: dict[str, Any] = {
+        name: slice_of(getattr(steps, name), b, h)
+        for name in ("scores", "scaled", "capped", "logits", "allowed", "weights", "output")
+        if getattr(steps, name) is not None
+    }
     one = replace(steps, **cut_steps, rotated=rotated)
     return inputs.but(q=q, k=k, v=v, head=(b, h) if inputs.tensors else None), one
 

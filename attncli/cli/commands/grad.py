@@ -42,25 +42,37 @@ Examples:
 MAX_SLICES = 4  # (batch, head) pairs the terminal view shows of each gradient
 
 
-DoutOption = Annotated[str | None, typer.Option(
-    "--dout", metavar="FILE", show_default=False,
-    help="The gradient of the output, dO: the shape of the output (n_q×d_v, or [..., heads, n_q, d_v]). "
-         "A bundle may hold it as 'dout'.",
-), READS]
+DoutOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dout",
+        metavar="FILE",
+        show_default=False,
+        help="The gradient of the output, dO: the shape of the output (n_q×d_v, or [..., heads, n_q, d_v]). "
+        "A bundle may hold it as 'dout'.",
+    ),
+    READS,
+]
 AUTO = View("auto")
-GradViewOption = Annotated[View, typer.Option(
-    "--view", metavar="auto|compact|numbers",
-    help="How gradients are drawn on a terminal. auto: a heatmap per gradient and head on a diverging "
-         "scale (blue below 0, red above, symmetric around its largest |value|), the numbers in the cells "
-         "while they fit, else one coloured cell per value; compact: one cell per value; numbers: number tables.",
-)]
+GradViewOption = Annotated[
+    View,
+    typer.Option(
+        "--view",
+        metavar="auto|compact|numbers",
+        help="How gradients are drawn on a terminal. auto: a heatmap per gradient and head on a diverging "
+        "scale (blue below 0, red above, symmetric around its largest |value|), the numbers in the cells "
+        "while they fit, else one coloured cell per value; compact: one cell per value; numbers: number tables.",
+    ),
+]
 
 
 @attention_options()
 @read_options()
-@output_options(emit=("dq", "dk", "dv", "dsinks", "dbias"), pictures=(),
-                emit_help="The gradient csv/tsv/npy write (default dq); npz and safetensors write every "
-                          "gradient, one entry each.")
+@output_options(
+    emit=("dq", "dk", "dv", "dsinks", "dbias"),
+    pictures=(),
+    emit_help="The gradient csv/tsv/npy write (default dq); npz and safetensors write every gradient, one entry each.",
+)
 def grad(
     files: FilesArgument,
     dout: DoutOption = None,
@@ -86,29 +98,42 @@ def grad(
     from attncli.core.grad import attention_grad
 
     if view.value == "top":
-        raise UsageError("attn grad has no top view: a gradient has no heaviest keys",
-                         hint="--view auto, compact or numbers")
+        raise UsageError(
+            "attn grad has no top view: a gradient has no heaviest keys", hint="--view auto, compact or numbers"
+        )
     inputs = read_inputs(files, attention, reading.settings(), layout, wanted=("dout",))
-    grads = attention_grad(inputs.q.values, inputs.k.values, inputs.v.values,
-                           output_gradient(inputs, dout, reading.settings()), inputs.options)
+    grads = attention_grad(
+        inputs.q.values,
+        inputs.k.values,
+        inputs.v.values,
+        output_gradient(inputs, dout, reading.settings()),
+        inputs.options,
+    )
     return grad_result(inputs, grads, precision, batch, head, view.value)
 
 
-def grad_result(inputs: Inputs, grads: Grads, precision: int, batch: int | None, head: int | None,
-                view: str = "auto") -> Result:
+def grad_result(
+    inputs: Inputs, grads: Grads, precision: int, batch: int | None, head: int | None, view: str = "auto"
+) -> Result:
     """JSON, the terminal view and the emittable gradients of one backward pass.
     The view: a heatmap per gradient and head on the diverging scale (``view``
     auto or compact, as ``output.heatmap`` draws it), or number tables (numbers)."""
-    named = {name: inputs.to_file_layout(g) if name in ("dq", "dk", "dv") else g
-             for name, g in grads.named().items()}
-    labels = {"dq": (inputs.q.row_labels, inputs.q.col_labels), "dk": (inputs.k.row_labels, inputs.k.col_labels),
-              "dv": (inputs.k.row_labels or inputs.v.row_labels, inputs.v.col_labels)}
+    named = {name: inputs.to_file_layout(g) if name in ("dq", "dk", "dv") else g for name, g in grads.named().items()}
+    labels = {
+        "dq": (inputs.q.row_labels, inputs.q.col_labels),
+        "dk": (inputs.k.row_labels, inputs.k.col_labels),
+        "dv": (inputs.k.row_labels or inputs.v.row_labels, inputs.v.col_labels),
+    }
     options = inputs.options
     slices(grads.dq.shape, batch, head)  # a usage error when out of range, whatever the format (as run's)
     heads = grads.dq.shape[-3] if grads.dq.ndim > 2 else 1
-    data = {**named, "shapes": {name: list(g.shape) for name, g in named.items()},
-            **attention_data(options, call_of(grads.dq.shape, inputs.k.shape)), "dtype": "float64",
-            **({"layout": inputs.layout.value} if inputs.tensors else {})}
+    data = {
+        **named,
+        "shapes": {name: list(g.shape) for name, g in named.items()},
+        **attention_data(options, call_of(grads.dq.shape, inputs.k.shape)),
+        "dtype": "float64",
+        **({"layout": inputs.layout.value} if inputs.tensors else {}),
+    }
     matrices = {}
     for name, values in named.items():
         rows, cols = labels.get(name, (None, None))
@@ -122,8 +147,13 @@ def grad_result(inputs: Inputs, grads: Grads, precision: int, batch: int | None,
         from attncli.output.render import stack
 
         draw = GradientView(view, precision)
-        parts: list[Any] = [Text.assemble(("gradients ", "bold"), ", ".join(
-            f"{name} {shape_text(g)}" for name, g in grads.named().items()), " (float64)")]
+        parts: list[Any] = [
+            Text.assemble(
+                ("gradients ", "bold"),
+                ", ".join(f"{name} {shape_text(g)}" for name, g in grads.named().items()),
+                " (float64)",
+            )
+        ]
         group = heads // grads.dk.shape[-3] if grads.dk.ndim > 2 else 1
         for name in ("dq", "dk", "dv"):
             g = grads.named()[name]
@@ -133,15 +163,27 @@ def grad_result(inputs: Inputs, grads: Grads, precision: int, batch: int | None,
             for b, h in pairs[:MAX_SLICES]:
                 where = "" if g.ndim == 2 else f"batch {b} · {'K/V head' if kv else 'head'} {h}: "
                 matrix = slice_of(g, b, h)
-                parts.append(draw(matrix, rows or [f"{name[1]}{i}" for i in range(matrix.shape[0])],
-                                  cols or [f"d{j}" for j in range(matrix.shape[1])], f"{where}{name}",
-                                  ("dims", "queries" if name == "dq" else "keys")))
+                parts.append(
+                    draw(
+                        matrix,
+                        rows or [f"{name[1]}{i}" for i in range(matrix.shape[0])],
+                        cols or [f"d{j}" for j in range(matrix.shape[1])],
+                        f"{where}{name}",
+                        ("dims", "queries" if name == "dq" else "keys"),
+                    )
+                )
             parts.append(more(pairs, name))
         if grads.dsinks is not None:
             sinks = grads.dsinks.reshape(-1, grads.dsinks.shape[-1])  # [batches, H]
-            parts.append(draw(sinks, ["dsinks"] if len(sinks) == 1 else [f"batch {b}" for b in range(len(sinks))],
-                              [f"head {h}" for h in range(sinks.shape[-1])], "dsinks, one per head",
-                              ("heads", "batches")))
+            parts.append(
+                draw(
+                    sinks,
+                    ["dsinks"] if len(sinks) == 1 else [f"batch {b}" for b in range(len(sinks))],
+                    [f"head {h}" for h in range(sinks.shape[-1])],
+                    "dsinks, one per head",
+                    ("heads", "batches"),
+                )
+            )
         if grads.dbias is not None:
             bias = grads.dbias if grads.dbias.ndim >= 2 else grads.dbias.reshape(1, -1)
             pairs = bias_slices(bias.shape, batch, head)
@@ -150,8 +192,15 @@ def grad_result(inputs: Inputs, grads: Grads, precision: int, batch: int | None,
                 matrix = slice_of(bias, b, h)
                 rows = inputs.queries if matrix.shape[0] == len(inputs.queries) else ["every query"]
                 cols = inputs.keys if matrix.shape[1] == len(inputs.keys) else ["every key"]
-                parts.append(draw(matrix, rows, cols, f"{where}dbias (the bias's shape, {shape_text(grads.dbias)})",
-                                  ("keys", "queries")))
+                parts.append(
+                    draw(
+                        matrix,
+                        rows,
+                        cols,
+                        f"{where}dbias (the bias's shape, {shape_text(grads.dbias)})",
+                        ("keys", "queries"),
+                    )
+                )
             parts.append(more(pairs, "dbias"))
         return stack(*parts)
 
@@ -173,8 +222,12 @@ class GradientView:
 
         if self.view == "numbers":
             return number_table(matrix, rows, cols, precision=self.precision, title=title)
-        return Group(Text(title, style="bold"), Heatmap(matrix, rows, cols, precision=self.precision,
-                                                        style=ViewStyle(view=self.view), signed=True, axes=axes))
+        return Group(
+            Text(title, style="bold"),
+            Heatmap(
+                matrix, rows, cols, precision=self.precision, style=ViewStyle(view=self.view), signed=True, axes=axes
+            ),
+        )
 
 
 def more(pairs: list[tuple[int, int]], name: str) -> Any:
@@ -183,8 +236,11 @@ def more(pairs: list[tuple[int, int]], name: str) -> Any:
 
     if len(pairs) <= MAX_SLICES:
         return None
-    return Text(f"… and {len(pairs) - MAX_SLICES} more heads of {name}: choose with --batch "
-                "and --head; data formats (-f json, npz) hold them all", style="dim")
+    return Text(
+        f"… and {len(pairs) - MAX_SLICES} more heads of {name}: choose with --batch "
+        "and --head; data formats (-f json, npz) hold them all",
+        style="dim",
+    )
 
 
 def bias_slices(shape: tuple[int, ...], batch: int | None, head: int | None) -> list[tuple[int, int]]:

@@ -53,37 +53,69 @@ Examples:
 
 @attention_options("scale", "temperature", "similarity")
 @read_options()
-@output_options(emit=("output", "weights"),
-                emit_help="The matrix csv/tsv/npy write: output (the default when there are values) or weights.")
+@output_options(
+    emit=("output", "weights"),
+    emit_help="The matrix csv/tsv/npy write: output (the default when there are values) or weights.",
+)
 def lookup(
-    queries: Annotated[list[str], typer.Argument(
-        metavar="QUERY...", show_default=False,
-        help="Words or phrases to look up. A phrase (\"tropical fruit\") is the mean of its words' vectors.",
-    )],
-    keys: Annotated[list[str] | None, typer.Option(
-        "--keys", "-k", metavar="A,B,C", show_default=False,
-        help="The keys, comma-separated words or phrases; repeat it to add more (-k apple -k banana).",
-    )] = None,
-    values: Annotated[list[str] | None, typer.Option(
-        "--values", "-v", metavar="X,Y,Z", show_default=False,
-        help="One number per key, comma-separated (repeat it to add more); the output is their weighted "
-             "sum. Without values: the weights alone.",
-    )] = None,
-    dict_file: Annotated[str | None, typer.Option(
-        "--dict", "-d", metavar="FILE", show_default=False,
-        help="Keys and values from a YAML/JSON mapping (key: number or key: [vector]), or a CSV "
-             "whose first column holds the keys.",
-    ), READS] = None,
+    queries: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="QUERY...",
+            show_default=False,
+            help='Words or phrases to look up. A phrase ("tropical fruit") is the mean of its words\' vectors.',
+        ),
+    ],
+    keys: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--keys",
+            "-k",
+            metavar="A,B,C",
+            show_default=False,
+            help="The keys, comma-separated words or phrases; repeat it to add more (-k apple -k banana).",
+        ),
+    ] = None,
+    values: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--values",
+            "-v",
+            metavar="X,Y,Z",
+            show_default=False,
+            help="One number per key, comma-separated (repeat it to add more); the output is their weighted "
+            "sum. Without values: the weights alone.",
+        ),
+    ] = None,
+    dict_file: Annotated[
+        str | None,
+        typer.Option(
+            "--dict",
+            "-d",
+            metavar="FILE",
+            show_default=False,
+            help="Keys and values from a YAML/JSON mapping (key: number or key: [vector]), or a CSV "
+            "whose first column holds the keys.",
+        ),
+        READS,
+    ] = None,
     vectors: VectorsOption = None,
     words_file: WordsOption = None,
     unknown: UnknownOption = UNKNOWN_IS_AN_ERROR,
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", metavar="DIR", show_default=False,
-        help="Embed each query and key as a whole sentence with a BERT-family sentence model "
-             "(a Hugging Face folder, or a name in the local cache; needs the 'models' extra) "
-             "instead of word vectors. Its embeddings are unit length, so the scores are cosines, "
-             "scaled by 1 (as with --similarity cosine) unless --scale says otherwise.",
-    ), READS_MODEL] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            metavar="DIR",
+            show_default=False,
+            help="Embed each query and key as a whole sentence with a BERT-family sentence model "
+            "(a Hugging Face folder, or a name in the local cache; needs the 'models' extra) "
+            "instead of word vectors. Its embeddings are unit length, so the scores are cosines, "
+            "scaled by 1 (as with --similarity cosine) unless --scale says otherwise.",
+        ),
+        READS_MODEL,
+    ] = None,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
     out: OutputFlags = FROM_OUTPUT_OPTIONS,
@@ -126,21 +158,26 @@ def lookup(
     return _result(queries, key_names, value_matrix, space, steps, options, precision)
 
 
-def _keys_and_values(keys: list[str] | None, values: list[str] | None, dict_file: str | None,
-                     settings: TextSettings) -> tuple[list[str], Matrix | None]:
+def _keys_and_values(
+    keys: list[str] | None, values: list[str] | None, dict_file: str | None, settings: TextSettings
+) -> tuple[list[str], Matrix | None]:
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
     from attncli.readers import Matrix
 
     if (keys is None) == (dict_file is None):
-        raise UsageError("give the keys with --keys a,b,c or --dict FILE" if keys is None
-                         else "give --keys or --dict, not both")
+        raise UsageError(
+            "give the keys with --keys a,b,c or --dict FILE" if keys is None else "give --keys or --dict, not both"
+        )
     if dict_file is not None:
         if values is not None:
             raise UsageError("--values goes with --keys; a --dict file holds its own values")
         matrix = read_matrix_named(dict_file, settings)
         if matrix.row_labels is None:
-            raise AttnError("has no keys", source=source_name(dict_file),
-                            hint="write a mapping key: value, or put the keys in the first column")
+            raise AttnError(
+                "has no keys",
+                source=source_name(dict_file),
+                hint="write a mapping key: value, or put the keys in the first column",
+            )
         if matrix.col_labels is None:
             n = matrix.shape[1]
             matrix.col_labels = ["value"] if n == 1 else [f"d{j}" for j in range(n)]
@@ -156,8 +193,9 @@ def _keys_and_values(keys: list[str] | None, values: list[str] | None, dict_file
             raise UsageError(f"--values: {text!r} is not a number")
         numbers.append([number])
     if len(numbers) != len(names):
-        raise UsageError(f"{plural(len(names), 'key')} but {plural(len(numbers), 'value')}",
-                         hint="give one value per key")
+        raise UsageError(
+            f"{plural(len(names), 'key')} but {plural(len(numbers), 'value')}", hint="give one value per key"
+        )
     import numpy as np
 
     array = np.array(numbers)
@@ -199,12 +237,23 @@ def embedding(model: str | None, vectors: str | None, words_file: str | None, te
     from attncli.vectors.table import Embedded
 
     loaded = load_model(model)
-    return Embedding(f"{loaded.name} (sentence embeddings)", loaded.config.d_model, None,
-                     lambda texts, _: Embedded(sentence_embeddings(loaded, texts), list(range(len(texts))), []))
+    return Embedding(
+        f"{loaded.name} (sentence embeddings)",
+        loaded.config.d_model,
+        None,
+        lambda texts, _: Embedded(sentence_embeddings(loaded, texts), list(range(len(texts))), []),
+    )
 
 
-def _result(queries: list[str], keys: list[str], value_matrix: Matrix | None, space: Embedding, steps: Steps,
-            options: AttentionOptions, precision: int) -> Result:
+def _result(
+    queries: list[str],
+    keys: list[str],
+    value_matrix: Matrix | None,
+    space: Embedding,
+    steps: Steps,
+    options: AttentionOptions,
+    precision: int,
+) -> Result:
     """JSON, one table per query (score, weight bar, value) and emittable matrices."""
     from rich.text import Text
 
@@ -234,10 +283,18 @@ def _result(queries: list[str], keys: list[str], value_matrix: Matrix | None, sp
 
     def view() -> Any:  # built only when shown: one table per query, the first SHOWN_TABLES of them
         shown, rest = first_lines(len(queries), SHOWN_TABLES, "queries")
-        tables = [lookup_table(queries[i], keys, steps.scores[i], steps.weights[i],
-                               None if value_matrix is None else value_matrix,
-                               None if value_matrix is None else steps.output[i], precision=precision)
-                  for i in shown]
+        tables = [
+            lookup_table(
+                queries[i],
+                keys,
+                steps.scores[i],
+                steps.weights[i],
+                None if value_matrix is None else value_matrix,
+                None if value_matrix is None else steps.output[i],
+                precision=precision,
+            )
+            for i in shown
+        ]
         return stack(header, *tables, rest)
 
     from attncli.output.maps import AttentionMaps

@@ -37,6 +37,7 @@ Examples:
   attn run q.npy k.npy v.npy --layout bshd --sinks sinks.npy --head 3
 """
 
+
 @attention_options()
 @read_options()
 @view_options()

@@ -77,24 +77,38 @@ RANDOM = ("wq", "wk", "wv")  # drawn from --seed when not given; W_O and biases 
 @attention_options()
 @read_options()
 @view_options()
-@output_options(emit=("output", "weights", "q", "k", "v"),
-                emit_help="The matrix csv/tsv/npy write: output (n_q×d_out, the default), weights (npy: "
-                          "heads×n_q×n_k; csv/tsv: every head's rows stacked, labelled head:query), or the "
-                          "projections q, k, v.")
+@output_options(
+    emit=("output", "weights", "q", "k", "v"),
+    emit_help="The matrix csv/tsv/npy write: output (n_q×d_out, the default), weights (npy: "
+    "heads×n_q×n_k; csv/tsv: every head's rows stacked, labelled head:query), or the "
+    "projections q, k, v.",
+)
 def self_attention(
     ctx: typer.Context,
-    source: Annotated[str, typer.Argument(
-        metavar="X", show_default=False,
-        help="The rows that attend: a matrix file (CSV, TSV, NPY, YAML, JSON; '-' is stdin), a bundle "
-             "(YAML, JSON or NPZ with x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias, and "
-             "settings such as heads: 2 or seed: 3, which options given here override), or a sentence: "
-             "anything that is not a file and has no / or file extension. A sentence's words "
-             "become rows through the word vectors, labelled by the words.",
-    ), READS_IF_FILE],
-    context: Annotated[str | None, typer.Option(
-        "--context", "-c", metavar="Z", show_default=False,
-        help="Cross-attention: keys and values come from Z (a matrix file or a sentence) instead of X.",
-    ), READS_IF_FILE] = None,
+    source: Annotated[
+        str,
+        typer.Argument(
+            metavar="X",
+            show_default=False,
+            help="The rows that attend: a matrix file (CSV, TSV, NPY, YAML, JSON; '-' is stdin), a bundle "
+            "(YAML, JSON or NPZ with x and any of context, wq, wk, wv, wo, bq, bk, bv, bo, mask, bias, and "
+            "settings such as heads: 2 or seed: 3, which options given here override), or a sentence: "
+            "anything that is not a file and has no / or file extension. A sentence's words "
+            "become rows through the word vectors, labelled by the words.",
+        ),
+        READS_IF_FILE,
+    ],
+    context: Annotated[
+        str | None,
+        typer.Option(
+            "--context",
+            "-c",
+            metavar="Z",
+            show_default=False,
+            help="Cross-attention: keys and values come from Z (a matrix file or a sentence) instead of X.",
+        ),
+        READS_IF_FILE,
+    ] = None,
     wq: WqOption = None,
     wk: WkOption = None,
     wv: WvOption = None,
@@ -104,11 +118,17 @@ def self_attention(
     bv: BvOption = None,
     bo: BoOption = None,
     heads: HeadsOption = 1,
-    head: Annotated[int | None, typer.Option(
-        "--head", metavar="N", min=0, show_default=False,
-        help="Show only head N (numbered from 0) on the terminal, and write only its n_q×n_k weights "
-             "with --emit weights in csv/tsv/npy. JSON always holds every head.",
-    )] = None,
+    head: Annotated[
+        int | None,
+        typer.Option(
+            "--head",
+            metavar="N",
+            min=0,
+            show_default=False,
+            help="Show only head N (numbered from 0) on the terminal, and write only its n_q×n_k weights "
+            "with --emit weights in csv/tsv/npy. JSON always holds every head.",
+        ),
+    ] = None,
     seed: SeedOption = 0,
     d_attn: DAttnOption = None,
     d_out: DOutOption = None,
@@ -135,22 +155,32 @@ def self_attention(
     weight_files = {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo}
     own = SelfSettings(heads, seed, d_attn, d_out, columns)
     inputs = read_self_inputs(
-        source, context, weight_files,
-        attention, own, given_on_command_line(ctx, SELF_SETTINGS), reading.settings(), (vectors, words_file),
+        source,
+        context,
+        weight_files,
+        attention,
+        own,
+        given_on_command_line(ctx, SELF_SETTINGS),
+        reading.settings(),
+        (vectors, words_file),
         unknown.value,
     )
     heads, options = inputs.settings.heads, inputs.options
     if head is not None and head >= heads:
-        raise UsageError(f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
-                         hint=f"heads are numbered from 0 to {heads - 1}")
-    steps, random = compute_self(inputs, heads=heads, seed=inputs.settings.seed, d_attn=inputs.settings.d_attn,
-                                 d_out=inputs.settings.d_out)
+        raise UsageError(
+            f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
+            hint=f"heads are numbered from 0 to {heads - 1}",
+        )
+    steps, random = compute_self(
+        inputs, heads=heads, seed=inputs.settings.seed, d_attn=inputs.settings.d_attn, d_out=inputs.settings.d_out
+    )
     check_attention(options, inputs.queries, len(inputs.keys), steps.heads, heads)
     return self_result(inputs, steps, SelfShown(inputs.settings.seed, random, head, look.style()), precision)
 
 
-def compute_self(inputs: SelfInputs, *, heads: int, seed: int, d_attn: int | None,
-                 d_out: int | None) -> tuple[MultiHeadSteps, list[str]]:
+def compute_self(
+    inputs: SelfInputs, *, heads: int, seed: int, d_attn: int | None, d_out: int | None
+) -> tuple[MultiHeadSteps, list[str]]:
     """Draw the missing W_Q, W_K, W_V and run the multi-head maths -> (steps, names drawn)."""
     from attncli.core.multihead import multi_head_attention_steps, random_projection
 
@@ -167,11 +197,18 @@ def compute_self(inputs: SelfInputs, *, heads: int, seed: int, d_attn: int | Non
             drawn[name] = random_projection(seed, i, *shapes[name])
     w = {name: drawn.get(name, inputs.given(name)) for name in RANDOM}
     steps = multi_head_attention_steps(
-        x, w["wq"], w["wk"], w["wv"],
+        x,
+        w["wq"],
+        w["wk"],
+        w["wv"],
         context=None if inputs.z is None else z,
-        w_o=w_o, b_q=inputs.given("bq"), b_k=inputs.given("bk"),
-        b_v=inputs.given("bv"), b_o=inputs.given("bo"),
-        n_head=heads, options=inputs.options,
+        w_o=w_o,
+        b_q=inputs.given("bq"),
+        b_k=inputs.given("bk"),
+        b_v=inputs.given("bv"),
+        b_o=inputs.given("bo"),
+        n_head=heads,
+        options=inputs.options,
     )
     return steps, [WEIGHTS[name] for name in drawn]
 
@@ -182,9 +219,11 @@ def _check_size(name: str, rows: int, cols: int) -> None:
 
     if rows * cols > ELEMENTS.value():
         option = "--d-out" if name == "wv" else "--d-attn"
-        raise UsageError(f"{option} {cols:,}: a random {WEIGHTS[name]} of {rows:,}×{cols:,} would hold "
-                         f"{rows * cols:,} values, more than the limit of {ELEMENTS.value():,}",
-                         hint=f"a smaller {option}, or set {ELEMENTS.variable} to raise the limit")
+        raise UsageError(
+            f"{option} {cols:,}: a random {WEIGHTS[name]} of {rows:,}×{cols:,} would hold "
+            f"{rows * cols:,} values, more than the limit of {ELEMENTS.value():,}",
+            hint=f"a smaller {option}, or set {ELEMENTS.variable} to raise the limit",
+        )
 
 
 def _width(option: str, value: int | None, inputs: SelfInputs, names: tuple[str, ...], default: int) -> int:
@@ -193,8 +232,10 @@ def _width(option: str, value: int | None, inputs: SelfInputs, names: tuple[str,
     given = [(n, inputs.given(n)) for n in names if inputs.given(n) is not None]
     for name, m in given:
         if value is not None and m.shape[-1] != value:
-            raise UsageError(f"{option} {value} but {WEIGHTS[name]} is {'×'.join(map(str, m.shape))}",
-                             hint=f"{option} sets the width of random projections only")
+            raise UsageError(
+                f"{option} {value} but {WEIGHTS[name]} is {'×'.join(map(str, m.shape))}",
+                hint=f"{option} sets the width of random projections only",
+            )
     if value is not None:
         return value
     return given[0][1].shape[-1] if given else default

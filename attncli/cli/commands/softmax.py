@@ -69,14 +69,20 @@ def _numbers(word: str) -> bool:
     return all(parse_number(w) is not None for w in SEPARATORS.split(word) if w)
 
 
-@output_options(pictures=("svg", "html"), format_help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a "
-                "pipe. csv/tsv/npy write the weights.")
+@output_options(
+    pictures=("svg", "html"),
+    format_help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. csv/tsv/npy write the weights.",
+)
 def softmax(
-    numbers: Annotated[list[str] | None, typer.Argument(
-        metavar="NUMBER...", show_default=False,
-        help="The numbers, separated by spaces or commas; negative numbers are fine. "
-             "'-' reads them from stdin.",
-    ), READS_STDIN] = None,
+    numbers: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="NUMBER...",
+            show_default=False,
+            help="The numbers, separated by spaces or commas; negative numbers are fine. '-' reads them from stdin.",
+        ),
+        READS_STDIN,
+    ] = None,
     temperature: TemperatureOption = 1.0,
     out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 4,
@@ -102,11 +108,14 @@ def read_numbers(words: list[str]) -> np.ndarray:
             raise UsageError("give numbers or '-' (stdin), not both")
         text = read_stdin().decode("utf-8-sig", errors="replace")
         _one_reading(text.split(), STDIN_NAME, text)
-        values = [_number(w, STDIN_NAME, n) for n, line in enumerate(text.split("\n"), 1)
-                  for w in SEPARATORS.split(line.strip()) if w]
+        values = [
+            _number(w, STDIN_NAME, n)
+            for n, line in enumerate(text.split("\n"), 1)
+            for w in SEPARATORS.split(line.strip())
+            if w
+        ]
         if not values:
-            raise AttnError("no numbers", source=STDIN_NAME,
-                            hint="expected numbers separated by spaces or commas")
+            raise AttnError("no numbers", source=STDIN_NAME, hint="expected numbers separated by spaces or commas")
     else:
         _one_reading([w for arg in words for w in arg.split()], None, None)
         values = [_number(w) for arg in words for w in SEPARATORS.split(arg.strip()) if w]
@@ -150,15 +159,11 @@ def _number(word: str, source: str | None = None, line: int | None = None) -> fl
 
 
 def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
-    """The weights and a table of every step: x, x/T, e^(x/T − max), weight."""
+    """The weights, and a table of every step (x, x/T, e^(x/T − max), weight) built only when shown."""
     import numpy as np
-    from rich.text import Text
 
     from attncli.core.checks import check_positive
     from attncli.core.reference import softmax
-    from attncli.output.palette import HeatCell
-    from attncli.output.render import ColumnBlocks, fmt, short, stack
-    from attncli.output.summary import first_lines
 
     check_positive("temperature", temperature)
     largest = float(x.max())
@@ -167,33 +172,49 @@ def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
         # x/T − max(x/T) = (x − max x)/T: the same numbers, without inf − inf when x/T overflows
         shifted = (x - largest) / temperature if np.isfinite(largest) else scaled
     weights = softmax(shifted)
-    exps = np.exp(shifted) if np.isfinite(largest) else np.zeros_like(scaled)
-    peak = float(scaled.max())
-    total = float(exps.sum())
-    top = float(weights.max()) or 1.0
-    var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"  # what softmax is taken of
-    exp = f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}"  # this input's e^(x − max)
-    heads = ["x"] + ([var] if temperature != 1 else []) + [exp, "weight"]
-    body = []
-    shown, rest = first_lines(len(x))  # a table of 200,000 numbers is not read, and takes a minute to draw
-    for i in shown:
-        w = float(weights[i])
-        cells: list[str | HeatCell] = [fmt(x[i], precision)]
-        cells += [fmt(scaled[i], precision)] if temperature != 1 else []
-        cells += [fmt(exps[i], precision), HeatCell(fmt(w, precision), w / top)]
-        body.append((str(i + 1), cells))
-    note = Text.assemble(
-        ("softmax ", "bold"), f"of {len(x)} numbers",
-        f", temperature {temperature:g}" if temperature != 1 else "", "\n",
-        f"weight = e^({var} − max) / Σ e^({var} − max)",
-        f", max = {short(peak, precision)} (the largest {var})" if np.isfinite(peak) else "",
-        ": subtracting the largest number first changes nothing but keeps e^x from overflowing.",
-    )
-    total_line = Text(f"Σ {exp} = {fmt(total, precision)}; the weights sum to "
-                      f"{fmt(float(weights.sum()), precision)}.")
-    view = stack(note, ColumnBlocks(heads, body), rest, total_line)
-    data = {"input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf
-            "temperature": temperature, "weights": weights}
+
+    def view() -> Any:
+        from rich.text import Text
+
+        from attncli.output.blocks import ColumnBlocks, fmt, short
+        from attncli.output.palette import HeatCell
+        from attncli.output.render import stack
+        from attncli.output.summary import first_lines
+
+        exps = np.exp(shifted) if np.isfinite(largest) else np.zeros_like(scaled)
+        peak = float(scaled.max())
+        total = float(exps.sum())
+        top = float(weights.max()) or 1.0
+        var = "x" if temperature == 1 else f"x/{short(temperature, precision)}"  # what softmax is taken of
+        exp = f"e^({var} − {short(peak, precision)})" if np.isfinite(peak) else f"e^{var}"  # this input's e^(x − max)
+        heads = ["x"] + ([var] if temperature != 1 else []) + [exp, "weight"]
+        body = []
+        shown, rest = first_lines(len(x))  # a table of 200,000 numbers is not read, and takes a minute to draw
+        for i in shown:
+            w = float(weights[i])
+            cells: list[str | HeatCell] = [fmt(x[i], precision)]
+            cells += [fmt(scaled[i], precision)] if temperature != 1 else []
+            cells += [fmt(exps[i], precision), HeatCell(fmt(w, precision), w / top)]
+            body.append((str(i + 1), cells))
+        note = Text.assemble(
+            ("softmax ", "bold"),
+            f"of {len(x)} numbers",
+            f", temperature {temperature:g}" if temperature != 1 else "",
+            "\n",
+            f"weight = e^({var} − max) / Σ e^({var} − max)",
+            f", max = {short(peak, precision)} (the largest {var})" if np.isfinite(peak) else "",
+            ": subtracting the largest number first changes nothing but keeps e^x from overflowing.",
+        )
+        total_line = Text(
+            f"Σ {exp} = {fmt(total, precision)}; the weights sum to {fmt(float(weights.sum()), precision)}."
+        )
+        return stack(note, ColumnBlocks(heads, body), rest, total_line)
+
+    data = {
+        "input": [None if v == -np.inf else v for v in x.tolist()],  # JSON has no -inf
+        "temperature": temperature,
+        "weights": weights,
+    }
     return Result(data, view, {"output": Emitted(weights[None, :])})
 
 

