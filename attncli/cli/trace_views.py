@@ -133,29 +133,36 @@ def overview(traced: Traced, precision: int, style: ViewStyle) -> RenderableType
 
 def heatmaps(traced: Traced, precision: int, style: ViewStyle) -> list[RenderableType]:
     """Each selected head (or aggregate) in full, forbidden pairs drawn as such; with
-    --query, the query's row and the other tokens' mean on each key beneath it."""
+    --query, the query's row and beneath it the other tokens' mean on each key (in
+    the top view, the others' mean on the query's top keys, in a line)."""
     import numpy as np
+    from rich.console import Group
+    from rich.text import Text
 
+    from attncli.output.blocks import fmt
     from attncli.output.render import heatmap
+    from attncli.output.topk import top_keys
 
     shown = np.round(traced.weights, precision)  # tables: 0.00 rather than 3.19e-03 for a weight too small to matter
     rows, cols = traced.shown(traced.rows), traced.shown(traced.keys)
-    out = []
+    out: list[RenderableType] = []
     for a, layer in enumerate(traced.layers):
         for b, name in enumerate(head_names(traced)):
             w, allowed = shown[a, b], None if traced.allowed is None else traced.allowed[a]
             labels: list[Any] = list(rows)
-            if traced.others is not None:
-                other = traced.others[a, b]
+            title = f"layer {layer} · {name}"
+            other = None if traced.others is None else traced.others[a, b]
+            if other is not None and style.view != "top":
                 w = np.vstack([w, np.round(np.nan_to_num(other), precision)])
                 mine = np.ones(w.shape[1:], bool) if allowed is None else allowed[0]
                 allowed = np.vstack([mine, ~np.isnan(other)])
                 labels.append("(the others' mean)")
-            out.append(
-                heatmap(
-                    w, labels, cols, precision=precision, style=style, title=f"layer {layer} · {name}", allowed=allowed
-                )
-            )
+            drawn = heatmap(w, labels, cols, precision=precision, style=style, title=title, allowed=allowed)
+            if other is not None and style.view == "top":  # the others' mean on the same keys, not their own top
+                keys = top_keys(traced.weights[a, b], allowed, style.top)[0].tolist()
+                said = [f"{cols[k]} {'–' if np.isnan(other[k]) else fmt(float(other[k]), precision)}" for k in keys]
+                drawn = Group(drawn, Text("the others' mean on the same keys: " + " · ".join(said), style="dim"))
+            out.append(drawn)
     return out
 
 
@@ -230,12 +237,9 @@ def summary_view(traced: Traced, precision: int) -> RenderableType:
     s = traced.summaries
     assert s is not None
     n = len(traced.tokens)
+    why = f" (token 0, {traced.tokens[0]!r}, can attend only to itself)" if traced.decoder else ""
     parts: list[RenderableType] = [
-        Text(
-            f"head summaries, each averaged over the {plural(n - 1, 'query', 'queries')} after the first "
-            f"(token 0, {traced.tokens[0]!r}, can attend only to itself in a decoder)",
-            style="bold",
-        )
+        Text(f"head summaries, each averaged over the {plural(n - 1, 'query', 'queries')} after the first{why}")
     ]
     for name, title, top in SUMMARIES:
         values = getattr(s, name)
@@ -269,7 +273,13 @@ def next_view(traced: Traced, precision: int) -> RenderableType:
     from attncli.output.render import bar
 
     parts: list[RenderableType] = []
+    done = set()
     for p in traced.next:
+        if p.position in done:  # --query is the last token
+            continue
+        done.add(p.position)
+        if parts:
+            parts.append(Text(""))
         parts.append(Text(f"next token after {traced.tokens[p.position]!r} (token {p.position}):", style="bold"))
         table = Table(show_edge=False, pad_edge=False, show_header=False, box=None)
         table.add_column("token", no_wrap=True)
@@ -285,8 +295,8 @@ def generated_view(traced: Traced) -> RenderableType:
     """The text and what greedy decoding appended, marked."""
     from rich.text import Text
 
-    prompt = "".join(traced.tokens[: traced.prompt_length])
-    new = "".join(traced.tokens[traced.prompt_length :])
+    prompt = "".join(traced.tokens[i] for i in traced.keys if i < traced.prompt_length)
+    new = "".join(traced.tokens[i] for i in traced.keys if i >= traced.prompt_length)
     return Text.assemble(
         (f"generated ({plural(len(traced.generated), 'token')}, greedy): ", "bold"),
         prompt,
