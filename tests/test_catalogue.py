@@ -1745,8 +1745,7 @@ CATALOGUE = [
         GPT2,
         ["trace", "The car" * 10, "-m", "{d}/gpt2", "--generate", "13"],
         1,
-        "the text is 20 tokens and 13 more to generate but the model takes at most 32 "
-        "(shorten it or generate fewer)",
+        "the text is 20 tokens and 13 more to generate but the model takes at most 32 (shorten it or generate fewer)",
     ),
     (
         "trace --query not among a decoder's tokens",

@@ -261,7 +261,9 @@ def test_json_is_4d_with_every_layer_and_head(attn, tiny):
         "window": None,
         "rope_theta": None,
     }
-    assert out["attention"] == [{"layers": [0, 1], "scale": 0.5, "temperature": 1.0, "similarity": "dot", "causal": False}]
+    assert out["attention"] == [
+        {"layers": [0, 1], "scale": 0.5, "temperature": 1.0, "similarity": "dot", "causal": False}
+    ]
     assert "next" not in out and "summary" not in out
 
 

@@ -85,6 +85,7 @@ def test_the_next_token_at_the_end_and_at_the_query(attn, folders, models):
     d = decode(models["gpt2"], TEXT, top_next=3, predict=(-1, out["queries"][0]))
     n = len(d.ids)
     assert out["tokens"][out["queries"][0]] == " elephant"  # the decoder's token starts with a space
+    assert attn.json("trace", TEXT, "-m", folders["gpt2"], "-q", "ELEPHANT", "-l", "0")["queries"] == out["queries"]
     for name, p in (("next", d.next[0]), ("next_at_query", d.next[1])):
         assert out[name]["position"] == p.position and out[name]["tokens"] == p.tokens and out[name]["ids"] == p.ids
         np.testing.assert_allclose(out[name]["probabilities"], p.probabilities, rtol=1e-9)
@@ -121,6 +122,7 @@ def test_a_decoder_keeps_only_the_row_of_the_query(attn, folders, monkeypatch):
     monkeypatch.setattr(decoder, "KEPT_BYTES", 2 * 4 * n * 4 * 2)  # two rows of every head: not all n
     out = attn.json("trace", text, "-m", folders["gpt2"], "--query", "it")
     assert weights_of(out).shape == (2, 4, 1, n)
+    assert "summary" in attn.json("trace", text, "-m", folders["gpt2"], "--summary")  # no weights kept at all
     assert attn.fails("trace", text, "-m", folders["gpt2"]) == (
         f"keeping the weights of 2 layers × 4 heads × {n} queries × {n} keys needs 0.0 GiB "
         "(show fewer with --layer L, --head H or --query WORD, or use --summary)"
@@ -177,7 +179,9 @@ def test_every_view_draws_a_forbidden_pair_as_forbidden(attn, folders):
         env={"NO_COLOR": "1"},
     )
     first = [line.strip() for line in result.stdout.splitlines() if line.strip().startswith("The ")][0]
-    assert first == "The ███···"  # three characters a cell  # without colour a forbidden cell is a dot, a weight a shade
+    assert (
+        first == "The ███···"
+    )  # three characters a cell  # without colour a forbidden cell is a dot, a weight a shade
     top = table("--top", "3")
     first = next(line for line in top.splitlines() if line.startswith("The "))
     assert "The 1.00" in first and "0.00" not in first  # a forbidden key is never ranked
