@@ -302,7 +302,9 @@ def test_trace_query_grid_never_cuts_at_80_or_100_columns(attn, monkeypatch, col
     assert all(len(line) <= columns for line in text.splitlines())
     assert "…" not in text
     head_11 = [line for line in text.splitlines() if line.startswith("head 11 ")]
-    assert any(line.rstrip().endswith("elephant 0.37 (0.40)") for line in head_11)  # the README: every token looks there
+    assert any(
+        line.rstrip().endswith("elephant 0.37 (0.40)") for line in head_11
+    )  # the README: every token looks there
     assert "layer 5" in text
 
 
