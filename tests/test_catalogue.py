@@ -1769,6 +1769,13 @@ CATALOGUE = [
         "--summary is a table: npy writes weights (use json, or leave out --summary)",
     ),
     (
+        "trace --summary as safetensors",
+        {},
+        ["trace", "the car", "-m", "{d}", "--summary", "-f", "safetensors"],
+        2,
+        "--summary is a table: safetensors writes weights (use json, or leave out --summary)",
+    ),
+    (
         "trace --aggregate as csv of every layer",
         {},
         ["trace", "the car", "-m", "{d}", "--aggregate", "mean", "-f", "csv"],

@@ -44,7 +44,7 @@ class TraceRequest:
                 raise UsageError(
                     f"--summary summarises every query of every head; {other} shows weights", hint="give one of them"
                 )
-            if fmt in ("csv", "tsv", "npy"):
+            if fmt not in (None, "table", "json"):
                 raise UsageError(f"--summary is a table: {fmt} writes weights", hint="use json, or leave out --summary")
         one_head = len(self.heads) == 1 or self.aggregate is not None
         if fmt in ("csv", "tsv") and not (len(self.layers) == 1 and one_head):

@@ -102,8 +102,8 @@ def trace(
             "-q",
             metavar="TOKEN",
             show_default=False,
-            help="One token's attention only (a word of the text, 'it' finding a decoder's \" it\", or a "
-            "token's position): on a terminal, one table of where it looks in every layer and head, beside "
+            help="One token's attention only: a word of the text (it, found in a decoder's tokens without their "
+            "leading space) or a token's position. On a terminal, one table of where it looks in every layer and head, beside "
             "the mean weight the other tokens give the same key. A decoder also predicts the token after it.",
         ),
     ] = None,
