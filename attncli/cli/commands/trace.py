@@ -103,8 +103,9 @@ def trace(
             metavar="TOKEN",
             show_default=False,
             help="One token's attention only: a word of the text (it, found in a decoder's tokens without their "
-            "leading space) or a token's position. On a terminal, one table of where it looks in every layer and head, beside "
-            "the mean weight the other tokens give the same key. A decoder also predicts the token after it.",
+            "leading space) or a token's position. On a terminal, one table of where it looks in every layer "
+            "and head, beside the mean weight the other tokens give the same key. A decoder also predicts the "
+            "token after it.",
         ),
     ] = None,
     hide_special: Annotated[
