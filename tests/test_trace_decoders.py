@@ -310,3 +310,15 @@ def test_a_query_among_the_generated_tokens(attn, folders, models):
         assert out["queries"] == [g.tokens.index(word)]  # found after the pass, its row kept
     out = attn.json("trace", "The car", "-m", folders["gpt2"], "--generate", "3", "--query", "-1", "--layer", "0")
     assert out["queries"] == [len(g.ids) - 1] and weights_of(out).shape == (1, 4, 1, len(g.ids))
+
+
+def test_the_others_mean_is_the_same_when_weights_go_in_blocks(attn, folders, monkeypatch):
+    """Past WHOLE_BYTES a kept head's weights are made a block of queries at a time (here 2 rows):
+    the column sums behind the others' mean add up the same."""
+    whole = attn.json("trace", TEXT, "-m", folders["qwen2"], "--query", "car")
+    monkeypatch.setattr(decoder, "WHOLE_BYTES", 2 * 4 * 24)
+    blocked = attn.json("trace", TEXT, "-m", folders["qwen2"], "--query", "car")
+    np.testing.assert_allclose(
+        np.array(blocked["others"], dtype=float), np.array(whole["others"], dtype=float), atol=1e-6, equal_nan=True
+    )
+    np.testing.assert_allclose(weights_of(blocked), weights_of(whole), atol=1e-6, equal_nan=True)
