@@ -1210,7 +1210,7 @@ CATALOGUE = [
         1,
         "{d}/b.yaml:4: the bundle has an unknown setting 'temprature' (did you mean 'temperature'? "
         "a bundle may set description, rgb, causal, causal_align, scale, temperature, similarity, window, softcap, "
-        "alibi, rope, rope_theta, rope_dim, rope_offset)",
+        "alibi, rope, rope_theta, rope_dim, rope_offset, rope_features, rope_scaling)",
     ),
     (
         "bundle setting not a boolean",
@@ -1621,7 +1621,7 @@ CATALOGUE = [
         1,
         "{d}/b.yaml:2: the bundle has an unknown setting 'head' (did you mean 'heads'? a bundle may set description, "
         "heads, seed, d_attn, d_out, columns, causal, causal_align, scale, temperature, similarity, "
-        "window, softcap, alibi, rope, rope_theta, rope_dim, rope_offset)",
+        "window, softcap, alibi, rope, rope_theta, rope_dim, rope_offset, rope_features, rope_scaling)",
     ),
     (
         "self float mask",

@@ -212,7 +212,7 @@ def test_gpt2_scales():
 
 def test_bad_configs_in_one_line():
     assert (
-        fails({**LLAMA, "model_type": "falcon"}) == "config.json: no attention conventions for model_type 'falcon' "
+        fails({**LLAMA, "model_type": "jamba"}) == "config.json: no attention conventions for model_type 'jamba' "
         f"(attn knows {', '.join(sorted(CONVENTIONS))})"
     )
     with pytest.raises(UsageError) as e:

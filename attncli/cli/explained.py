@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attncli.cli.describe import call_of, sentence, settings_line
+from attncli.cli.model_options import model_line
 from attncli.text import plural
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ def explain_view(
             ("\n" + inputs.description) if inputs.description else "",
             "\n",
             settings_line(options, page.call, steps.allowed),
+            model_line(inputs.flags),
             *(p for line in lines for p in ("\n", line)),
         ),
         page.heading(
