@@ -165,9 +165,44 @@ def rope_section(page: Page) -> list[Any]:
     names = [f"d{j}" for j in range(rotated[0].shape[-1])]
     return [
         page.heading(f"RoPE ({rope.style}): Q and K rotated by position", page.said("rope")),
+        *frequency_table(page),
         page.table(rotated[0], page.rows, names, "RoPE(Q)"),
         page.table(rotated[1], page.key_rows, names, "RoPE(K)"),
     ]
+
+
+def scaled_frequencies(inputs: Inputs, call: Call) -> dict[str, Any] | None:
+    """Under RoPE scaling, each pair's frequency as plain RoPE has it and as the scaling makes it
+    (the core's own ``rope_frequencies``, for this sequence's length), and the attention factor;
+    None without scaling. What explain shows, and writes in its JSON."""
+    from dataclasses import replace
+
+    from attncli.core.positions import rope_frequencies, rope_length
+
+    rope = inputs.options.rope
+    if rope is None or rope.scaling is None:
+        return None
+    dim = rope.dim or call.d_k
+    length = rope_length(call.n_q, call.n_k, rope)
+    plain, _ = rope_frequencies(replace(rope, scaling=None), dim, length)
+    scaled, factor = rope_frequencies(rope, dim, length)
+    return {"plain": plain, "scaled": scaled, "attention_factor": factor, "length": length}
+
+
+def frequency_table(page: Page) -> list[Any]:
+    """Under RoPE scaling: the frequencies, plain and scaled, and their ratio, one column a pair."""
+    import numpy as np
+
+    got = scaled_frequencies(page.inputs, page.call)
+    rope = page.inputs.options.rope
+    if got is None or rope is None or rope.scaling is None:
+        return []
+    kind, factor = rope.scaling.kind, got["attention_factor"]
+    table = np.stack([got["plain"], got["scaled"], got["scaled"] / got["plain"]])  # [3, dim / 2]
+    pairs = [f"pair {i}" for i in range(table.shape[1])]
+    said = f"cos and sin are multiplied by the attention factor {factor:.6g}." if factor != 1 else None
+    title = f"frequencies, plain and {kind}-scaled (sequence length {got['length']})"
+    return [page.table(table, ["θ^(−2i/d)", kind, "ratio"], pairs, title), *([said] if said else [])]
 
 
 def softcap_section(page: Page) -> list[Any]:

@@ -76,15 +76,20 @@ def read_model(path: str, layer: int | None) -> FromModel:
             hint=f"give a layer from 0 to {n_layer - 1}",
         )
     every = [convention.layer(fields, i) for i in range(n_layer)] if layer is None else []
-    alike = all(la.describe() == every[0].describe() for la in every)
-    if layer is None and not alike:
-        kinds = sorted({la.describe() for la in every}, key=lambda d: [la.describe() for la in every].index(d))
+    if layer is None and any(la.describe() != every[0].describe() for la in every):
+        settings = {d.setting: None for la in every for d in la.derived}
+        differ = [s for s in settings if len({str(_setting(la, s)) for la in every}) > 1]
         raise UsageError(
-            f"{fields.source}'s {n_layer} layers differ ({len(kinds)} kinds): give --layer N",
-            hint=f"a layer from 0 to {n_layer - 1}; layer 0 is {every[0].describe()}",
+            f"{fields.source}'s {n_layer} layers differ in {' and '.join(differ)}: give --layer N",
+            hint=f"a layer from 0 to {n_layer - 1}",
         )
     attention = every[0] if layer is None else convention.layer(fields, layer)
     return FromModel(path, fields.source or path, attention, layer is None and n_layer > 1)
+
+
+def _setting(la: LayerAttention, setting: str) -> Any:
+    """What layer ``la`` derives for ``setting`` (None: nothing)."""
+    return next((d.value for d in la.derived if d.setting == setting), None)
 
 
 def with_derived(flags: AttentionFlags, options: AttentionOptions) -> AttentionOptions:
@@ -152,7 +157,7 @@ def check_tensors(flags: AttentionFlags, q: np.ndarray, k: np.ndarray, v: np.nda
         ("K", k, shape.n_kv_head, shape.kv_heads_field),
         ("V", v, shape.n_kv_head, shape.kv_heads_field),
     ):
-        if x.ndim > 2 and x.shape[-3] != heads:
+        if x.ndim > 2 and x.shape[-3] not in (heads, shape.n_head):  # K/V may come repeated to every query head
             raise ShapeError(
                 f"{name} has {x.shape[-3]} heads but {source} gives {heads} ({field})",
                 hint="the tensors of that model's layer, [batch, heads, seq, dim]; or another --model",

@@ -374,6 +374,7 @@ CONVENTIONS: dict[str, Convention] = {
             ),
             defaults={
                 "head_dim": 64,
+                "max_position_embeddings": 131_072,
                 "rope_parameters": {
                     "rope_type": "yarn",
                     "factor": 32.0,

@@ -174,11 +174,10 @@ def rope_scaling(
     if kind == "dynamic":
         values[original] = fields.whole("max_position_embeddings")
     elif original in needed:
-        values[original] = (
-            fields.whole(original)
-            if fields.given(original)
-            else values.get(original, fields.whole("max_position_embeddings"))
-        )
+        if fields.given(original):
+            values[original] = fields.whole(original)
+        elif original not in values:
+            values[original] = fields.whole("max_position_embeddings")
     if kind in ("yarn", "longrope") and values.get("factor") is None and values.get(original):
         values["factor"] = fields.whole("max_position_embeddings") / values[original]
     for name in ("short_factor", "long_factor"):

@@ -100,7 +100,7 @@ class Sizes:
                     hint=f"{fields.name(self.width)} must be a multiple of {fields.name(self.heads)}",
                 )
             head_dim, where = width // n_head, f"{fields.name(self.width)}/{fields.name(self.heads)}"
-        positions = fields.whole(self.positions) if self.positions else None
+        positions = fields.maybe_whole(self.positions) if self.positions else None
         return Shape(n_layer, n_head, n_kv, head_dim, width, positions, where, fields.name(self.heads), kv_field)
 
 
