@@ -111,7 +111,7 @@ def test_rope_from_both_layouts_of_config_json():
     assert describe(LLAMA).endswith("RoPE neox θ 10000 (default)")
     partial = layer_attention(Fields({**LLAMA, "partial_rotary_factor": 0.5}), 0)
     assert partial.options.rope.dim == 8 and partial.describe().endswith(
-        "RoPE neox θ 10000 on 8 of 16 features (partial_rotary_factor) (default)"
+        "RoPE neox θ 10000 on 8 of 16 features (default, partial_rotary_factor)"
     )
     assert (
         fails({**LLAMA, "rope_scaling": {"rope_type": "mrope"}})

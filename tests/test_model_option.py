@@ -259,6 +259,7 @@ def test_a_folder_or_a_gguf_names_the_model(tmp_path):
     got = run("run", *files(tmp_path, "mistral", 0), "--model", path, "-f", "json")
     assert got["rope"]["style"] == "gptj" and got["rope"]["theta"] == 500000.0
     assert got["model"]["derived"][-1]["from"] == "llama.rope.freq_base"
+    assert got["model"]["layer"] == 0 and got["model"]["every_layer_alike"] is True  # no --layer needed
 
 
 def test_rope_scaling_as_an_option_is_the_cores(tmp_path):

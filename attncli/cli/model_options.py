@@ -204,6 +204,7 @@ def model_data(flags: AttentionFlags) -> dict[str, Any]:
             "model_type": la.model_type,
             "family": la.name,
             "layer": la.layer,
+            "every_layer_alike": flags.derived.same_everywhere,
             "layer_type": la.layer_type,
             "derived": [{"setting": d.setting, "value": d.value, "from": d.field} for d in la.derived],
             "replaced": replaced(flags),

@@ -403,7 +403,7 @@ CONVENTIONS: dict[str, Convention] = {
                 Need(
                     "bias",
                     "T5 adds a relative position bias",
-                    "the position_bias layer 0's relative_attention_bias makes, shared by every layer",
+                    "position_bias, which layer 0's relative_attention_bias makes for every layer",
                 ),
             ),
         ),

@@ -71,20 +71,24 @@ class RopeRule:
             theta, field_name = fields.number(self.theta_key), fields.name(self.theta_key)
         else:
             theta, field_name = self.theta, "default"
-        dim, dim_text = self._dim(fields, params, where, shape)
+        dim, dim_text, dim_field = self._dim(fields, params, where, shape)
         style, style_text = self.style, ""
         if self.interleave is not None:
             interleaved = fields.flag(self.interleave, True)
-            style, style_text = ("gptj" if interleaved else "neox"), f", {fields.name(self.interleave)}"
-            style_text += "" if interleaved else " false"
+            style = "gptj" if interleaved else "neox"
+            style_text = fields.name(self.interleave) + ("" if interleaved else " false")
         if layout == "gguf":
             style = self.gguf_style
         text = f"{style} θ {number(float(theta))}" + dim_text
         rope = Rope(style, float(theta), dim, scaling=scaling, features=self.features if dim else "first")
-        return rope, [Derived("RoPE", text, field_name + style_text), *([scaling_from] if scaling_from else [])]
+        sources = ", ".join(x for x in (field_name, dim_field, style_text) if x)
+        return rope, [Derived("RoPE", text, sources), *([scaling_from] if scaling_from else [])]
 
-    def _dim(self, fields: Fields, params: Mapping[str, Any], where: str, shape: Shape) -> tuple[int | None, str]:
-        """The rotated features: the fraction · head_dim, or the ``dim_key`` field; None: all."""
+    def _dim(
+        self, fields: Fields, params: Mapping[str, Any], where: str, shape: Shape
+    ) -> tuple[int | None, str, str]:
+        """The rotated features (None: all), the words that say so and the field they came from:
+        the fraction · head_dim, or the ``dim_key`` field."""
         fraction = self.fraction
         if "partial_rotary_factor" in params or fields.given(fraction):
             inside = "partial_rotary_factor" in params
@@ -96,9 +100,9 @@ class RopeRule:
         elif fields.given(self.dim_key):
             dim, name = fields.whole(self.dim_key), fields.name(self.dim_key)
         else:
-            return None, ""
+            return None, "", ""
         if dim == shape.head_dim:
-            return None, ""
+            return None, "", ""
         if dim % 2 or dim > shape.head_dim:
             raise AttnError(
                 f"{name} gives {dim} rotated features of {shape.head_dim}",
@@ -106,7 +110,7 @@ class RopeRule:
                 hint="RoPE turns an even number of features, at most the head size",
             )
         which = "" if self.features == "first" else "the last "
-        return dim, f" on {which}{dim} of {shape.head_dim} features ({name})"
+        return dim, f" on {which}{dim} of {shape.head_dim} features", name
 
 
 def deepseek_scale(fields: Fields, layer: int, shape: Shape) -> tuple[float, Derived]:

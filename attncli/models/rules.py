@@ -270,7 +270,7 @@ class Alibi:
             return (), Derived("ALiBi", "standard slopes, after the scale", on)
         slopes = tuple(m * (scale if self.order == "before" else 1.0) for m in alibi_slopes(shape.n_head, bias_max))
         if self.order == "before":
-            return slopes, Derived("ALiBi", f"slopes m·{scale:.6g} (m/√{shape.head_dim}: added before the scale)", on)
+            return slopes, Derived("ALiBi", f"slopes m/√{shape.head_dim}, added before the scale", on)
         return slopes, Derived("ALiBi", f"slopes 2^(-{number(bias_max)}(h+1)/H)", where.name(self.bias_max or ""))
 
 
