@@ -84,9 +84,7 @@ class RopeRule:
         sources = ", ".join(x for x in (field_name, dim_field, style_text) if x)
         return rope, [Derived("RoPE", text, sources), *([scaling_from] if scaling_from else [])]
 
-    def _dim(
-        self, fields: Fields, params: Mapping[str, Any], where: str, shape: Shape
-    ) -> tuple[int | None, str, str]:
+    def _dim(self, fields: Fields, params: Mapping[str, Any], where: str, shape: Shape) -> tuple[int | None, str, str]:
         """The rotated features (None: all), the words that say so and the field they came from:
         the fraction · head_dim, or the ``dim_key`` field."""
         fraction = self.fraction
