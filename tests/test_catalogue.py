@@ -2088,7 +2088,8 @@ CATALOGUE = [
         {},
         ["run", *QKV, "--rope", "neox", "--rope-scaling", "linear:factor"],
         2,
-        "--rope-scaling: expected FIELD=VALUE, got 'factor' (e.g. yarn:factor=32,original_max_position_embeddings=4096)",
+        "--rope-scaling: expected FIELD=VALUE, got 'factor' "
+        "(e.g. yarn:factor=32,original_max_position_embeddings=4096)",
     ),
     (
         "--rope-scaling JSON not an object",
