@@ -250,6 +250,7 @@ def test_what_the_config_classes_default_and_older_names():
         "scale 1/√256 (query_pre_attn_scalar by default), causal, soft-cap 50 (attn_logit_softcapping by default), "
         "RoPE neox θ 10000 (default)"
     )
+    assert "window 4095,0 (sliding_window 4096 by default; layer 0 even)" in describe(gemma2, 0)
     neox = {"model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
     assert layer_attention(Fields(neox), 0).options.rope.dim == 4  # rotary_pct 0.25 of 16
     falcon = {"model_type": "falcon", "n_embed": 64, "n_layer": 1, "n_head": 8}
