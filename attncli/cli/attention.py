@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from attncli.cli.option_arrays import ARRAY_OPTIONS, OptionArrays, mask_and_bias
 from attncli.cli.paths import READS, READS_CONFIG
 from attncli.cli.values import ValueParser, rope_scaling_value, window_sides
 from attncli.core.options import CAUSAL_ALIGNS, SIMILARITIES
@@ -25,8 +26,6 @@ from attncli.core.rope import ROPE_FEATURES, ROPE_STYLES
 from attncli.errors import AttnError, UsageError
 
 if TYPE_CHECKING:
-    import numpy as np
-
     from attncli.cli.model_options import FromModel
     from attncli.cli.settings import BundleSettings
     from attncli.core.options import AttentionOptions, CausalAlign
@@ -303,7 +302,7 @@ class AttentionFlags:
         from attncli.core.options import AttentionOptions
 
         arrays = arrays or OptionArrays()
-        mask, bias = _mask_and_bias(arrays)
+        mask, bias = mask_and_bias(arrays)
         causal: CausalAlign | None = (
             self.causal_align.value if self.causal_align is not None else ("top-left" if self.causal else None)
         )
@@ -407,21 +406,6 @@ class AttentionFlags:
         return filled
 
 
-def _mask_and_bias(arrays: OptionArrays) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """The mask and bias as read, a bias's -inf moved into the mask (it forbids the pair)."""
-    import numpy as np
-
-    mask, bias = arrays.mask, arrays.bias
-    if bias is not None and not np.isfinite(bias).all():
-        finite = np.isfinite(bias)
-        try:
-            mask = finite if mask is None else mask & finite
-            bias = np.where(finite, bias, 0.0)
-        except ValueError:  # shapes that do not fit: the core names them
-            pass
-    return mask, bias
-
-
 def _builds(name: str, values: dict[str, Any]) -> bool:
     """Does the one setting ``name`` build on its own (its error is another's)? Asked only
     when building failed, to say which setting's line the error is on."""
@@ -433,17 +417,6 @@ def _builds(name: str, values: dict[str, Any]) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class OptionArrays:
-    """The arrays attention options name, as read from their files or a bundle's entries."""
-
-    mask: np.ndarray | None = None  # bool, True where a query may attend
-    bias: np.ndarray | None = None  # added to the scaled scores
-    sinks: np.ndarray | None = None  # one logit per query head
-    alibi_slopes: np.ndarray | None = None  # one slope per query head
-
-
-ARRAY_OPTIONS = tuple(f.name for f in fields(OptionArrays))  # the options that name a file; in a bundle, entries
 # The core's options that build() makes from flags and arrays; every other flag of the same
 # name as a core option (scale, window, softcap, ...) is passed to the core as it is.
 MADE_BY_BUILD = frozenset({"similarity", "causal", "mask", "bias", "alibi_slopes", "rope", "sinks"})
@@ -478,42 +451,3 @@ def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..
     from attncli.cli.groups import option_group
 
     return option_group("attention", AttentionFlags, ATTENTION_OPTIONS, names or tuple(ATTENTION_OPTIONS))
-
-
-# How to give a mask's numbers as a bias instead, by where the mask came from.
-AS_BIAS = {"file": "give the file as --bias FILE", "entry": "name the entry bias"}
-
-
-def allowed_cells(values: np.ndarray, source: str, given_as: str) -> np.ndarray:
-    """A mask as read (``given_as`` "file" or bundle "entry") -> bool [..., rows,
-    cols] (any rank, as the mask is), True where a query may attend. A mask says
-    where, never how much: a cell other than 0/1 (true/false) is refused, saying
-    how to give it as a bias; a mask of numbers that are all 0 gets a note saying
-    the same, as it is likely PyTorch's additive float mask (which 0 leaves unchanged)."""
-    import numpy as np
-
-    from attncli.cli.notes import note
-
-    values = np.asarray(values)
-    if values.dtype == bool:
-        return values
-    cells = np.isin(values, (0, 1))
-    if not cells.all():
-        other = float(values[~cells].flat[0])
-        raise AttnError(
-            f"the mask holds {other:g}, but a mask holds only 1 (may attend) and 0 (may not)",
-            source=source,
-            hint=f"to add numbers to the scores, {AS_BIAS[given_as]}",
-        )
-    if not values.any():
-        note(
-            f"the mask's cells are all 0, so no query may attend to any key; if it is PyTorch's float "
-            f"attn_mask, which is added to the scores, {AS_BIAS[given_as]}",
-            source,
-        )
-    return values.astype(bool)
-
-
-def per_head(values: np.ndarray) -> np.ndarray:
-    """One number per head, [H] or [..., H], from a matrix as read (a row [1, H] is [H])."""
-    return values[0] if values.ndim == 2 and values.shape[0] == 1 else values

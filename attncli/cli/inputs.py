@@ -12,10 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from attncli.cli.attention import ARRAY_OPTIONS, FROM_OPTIONS, AttentionFlags, OptionArrays, allowed_cells, per_head
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags
 from attncli.cli.io import source_name
 from attncli.cli.model_options import check_tensors, replaced
 from attncli.cli.notes import note
+from attncli.cli.option_arrays import ARRAY_OPTIONS, OptionArrays, allowed_cells, per_head
 from attncli.cli.options import Layout
 from attncli.cli.reading import read_matrix_named, read_named
 from attncli.errors import AttnError, UsageError

@@ -9,10 +9,11 @@ layer's attention settings from its config.json (or a GGUF's metadata).
 
 The same knowledge serves ``attn trace`` (the decoder families run every
 head through these options) and ``--model config.json --layer N`` on the
-commands that take Q, K and V, so a family is added here once. A
-``Convention`` is made of small rules (sizes, scale, which layers slide, the
-window, RoPE, the soft-cap), each reading the fields it needs and saying
-which field each value came from. The traps they encode are each off by 1–3
+commands that take Q, K and V, so a family is added here once, as a
+``Convention`` (``convention.py``) made of small rules (``rules.py``,
+``roperules.py``: sizes, scale, which layers slide, the window, RoPE, the
+soft-cap, ALiBi, what comes from a file), each reading the fields it needs
+and saying which field each value came from. The traps they encode are each off by 1–3
 when missed: Gemma scales by ``query_pre_attn_scalar``, not the head size;
 Hugging Face's window of W is attn's ``(W − 1, 0)``; Mistral's window is on
 when config.json does not mention it (4096, the class default); Qwen2's
@@ -29,12 +30,11 @@ n_k − n_q + i, as Hugging Face does with a cache.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from typing import Any
 
-from attncli.core.options import AttentionOptions
-from attncli.errors import AttnError, UsageError
+from attncli.errors import AttnError
+from attncli.models.convention import Convention, LayerAttention
 from attncli.models.fields import Fields
 from attncli.models.roperules import Layout, RopeRule, deepseek_scale, rope_scaling
 from attncli.models.rules import (
@@ -44,18 +44,17 @@ from attncli.models.rules import (
     Derived,
     LayerTypes,
     Need,
-    ScaleRule,
     Shape,
     Sizes,
     Window,
+    bert_positions,
     every_layer,
     every_other_layer,
     falcon_kv_heads,
     from_max_window_layers,
+    gemma3_causal,
     gpt2_scale,
-    inverse_sqrt_head_dim,
     mpt_scale,
-    number,
     query_pre_attn_scalar,
     sliding_window_pattern,
     unscaled,
@@ -72,146 +71,6 @@ __all__ = [
     "Shape",
     "rope_scaling",
 ]
-
-
-@dataclass(frozen=True)
-class LayerAttention:
-    """One layer's attention, as attn's options, with where each setting came from."""
-
-    model_type: str
-    layer: int
-    shape: Shape
-    options: AttentionOptions
-    derived: tuple[Derived, ...]
-    layer_type: str  # "sliding_attention" or "full_attention"
-    name: str = ""  # the family as people write it: "Gemma 2"
-    needs: tuple[Need, ...] = ()  # arrays the family adds that come from a file (gpt-oss's sinks, T5's bias)
-    encoder: bool = False  # T5's and BERT's layers are an encoder's (layer N of the encoder)
-
-    def describe(self) -> str:
-        """'scale 1/√64 (head_dim), causal, window 4095,0 (layer_types[3] sliding, sliding_window 4096), …'"""
-        return ", ".join(map(str, self.derived))
-
-
-# --- a family's conventions ------------------------------------------------------------
-
-Check = Callable[[Fields], None]  # refuses what attn does not derive (BERT's relative positions)
-
-
-@dataclass(frozen=True)
-class Convention:
-    """How one family's attention reads from its config: every rule in one place."""
-
-    model_type: str  # config.json's model_type
-    name: str  # as people write it: "Llama"
-    scale: ScaleRule = inverse_sqrt_head_dim
-    sizes: Sizes = Sizes()
-    layer_types: LayerTypes = LayerTypes()
-    window: Window | None = None
-    rope: RopeRule | None = None
-    softcap: str | None = None  # the field of the logits' soft-cap (Gemma 2: attn_logit_softcapping)
-    alibi: Alibi | None = None
-    causal: bool = True  # False: an encoder's layers (BERT, T5's encoder) see every key
-    needs: tuple[Need, ...] = ()  # arrays from a file (gpt-oss's sinks, T5's position bias)
-    aliases: Mapping[str, str] = field(default_factory=dict)  # a field -> its older name (BLOOM's n_head)
-    defaults: Mapping[str, Any] = field(default_factory=dict)  # the config class's defaults, where they matter
-    check: Check | None = None
-    nested: tuple[str, str] | None = None  # (field, model_type): the config is inside (Gemma 3's text_config)
-    gguf: tuple[str, ...] = ()  # GGUF general.architecture values that are this family
-    gguf_keys: Mapping[str, str] = field(default_factory=dict)  # GGUF key after "{arch}." -> config.json name
-
-    def complete(self, fields: Fields) -> Fields:
-        """The fields as the family's config class reads them (older names, defaults)."""
-        return fields.completed(self.aliases, self.defaults)
-
-    def shape(self, fields: Fields) -> Shape:
-        if self.nested:
-            return CONVENTIONS[self.nested[1]].shape(fields.sub(self.nested[0]))
-        return self.sizes.read(self.complete(fields))
-
-    def layer(self, fields: Fields, layer: int, layout: Layout | None = None) -> LayerAttention:
-        """Layer ``layer``'s attention options. ``layout``: whose Q/K rows the model's
-        weights have (default: the file's, a GGUF's llama.cpp's)."""
-        if self.nested:
-            return CONVENTIONS[self.nested[1]].layer(fields.sub(self.nested[0]), layer, layout)
-        fields = self.complete(fields)
-        if self.check is not None:
-            self.check(fields)
-        shape = self.sizes.read(fields)
-        if not 0 <= layer < shape.n_layer:
-            raise UsageError(
-                f"layer {layer} is out of range: the model has {shape.n_layer} layers (0 to {shape.n_layer - 1})",
-                source=fields.source,
-            )
-        scale, scale_from = self.scale(fields, layer, shape)
-        derived = [scale_from, Derived("causal", "") if self.causal else Derived("not causal", "", "an encoder")]
-        layer_type, type_field = self.layer_types.of(fields, layer, shape)
-        window = None
-        if self.window is not None:
-            window, window_from = self.window.read(fields, layer_type, type_field)
-            if window_from is not None:
-                derived.append(window_from)
-        softcap = fields.maybe_number(self.softcap) if self.softcap else None
-        if softcap is not None and self.softcap:
-            derived.append(Derived("soft-cap", number(softcap), fields.name(self.softcap)))
-        rope = None
-        if self.rope is not None:
-            rope, rope_from = self.rope.read(
-                fields, layer_type, type_field, shape, layout or ("gguf" if fields.origin == "gguf" else "hf")
-            )
-            derived.extend(rope_from)
-        slopes = None
-        if self.alibi is not None:
-            slopes, alibi_from = self.alibi.read(fields, shape, scale)
-            if alibi_from is not None:
-                derived.append(alibi_from)
-        derived.extend(Derived(need.option, "from a file", need.what) for need in self.needs)
-        options = AttentionOptions(
-            scale=scale,
-            causal="bottom-right" if self.causal else None,
-            window=window,
-            softcap=softcap,
-            rope=rope,
-            alibi=slopes == (),
-            alibi_slopes=_array(slopes) if slopes else None,
-        )
-        return LayerAttention(
-            self.model_type,
-            layer,
-            shape,
-            options,
-            tuple(derived),
-            layer_type,
-            self.name,
-            self.needs,
-            encoder=not self.causal,
-        )
-
-
-def _array(values: tuple[float, ...]) -> Any:
-    import numpy as np
-
-    return np.array(values, dtype=np.float64)
-
-
-def _bert_positions(fields: Fields) -> None:
-    """BERT's attention is derived only with absolute positions (its relative ones add a term to q·k)."""
-    kind = fields.text("position_embedding_type", "absolute")
-    if kind != "absolute":
-        raise AttnError(
-            f"{fields.name('position_embedding_type')} {kind!r} is not yet supported",
-            source=fields.source,
-            hint="attn derives BERT's attention with absolute positions, which attention does not see",
-        )
-
-
-def _gemma3_causal(fields: Fields) -> None:
-    if fields.flag("use_bidirectional_attention", False):
-        raise AttnError(
-            f"{fields.name('use_bidirectional_attention')} is not yet supported",
-            source=fields.source,
-            hint="attn reads Gemma 3 as a causal decoder",
-        )
 
 
 # GGUF metadata (after "{arch}.") -> config.json names: llama.cpp's writers use one set for these families.
@@ -241,6 +100,18 @@ GPT2_GGUF_KEYS = {
 LLAMA_ROPE = RopeRule("neox", gguf_style="gptj")  # llama.cpp permutes llama's Q/K rows for its own RoPE
 QWEN_WINDOW = Window(default=4096, switch="use_sliding_window")  # only with use_sliding_window, from max_window_layers
 GEMMA = {"head_dim": 256, "query_pre_attn_scalar": 256}  # GemmaConfig's defaults (config.json often leaves them out)
+
+GEMMA3_TEXT = Convention(
+    "gemma3_text",
+    "Gemma 3",
+    scale=query_pre_attn_scalar,
+    rope=RopeRule(theta=1_000_000.0, local_theta=("rope_local_base_freq", 10_000.0), scaled_layers=FULL),
+    layer_types=LayerTypes(sliding_window_pattern(6)),
+    window=Window(default=4096),
+    softcap="attn_logit_softcapping",
+    defaults={**GEMMA, "max_position_embeddings": 131_072},
+    check=gemma3_causal,
+)
 
 # Each family's attention, declared once. What each reads, and the traps it encodes, in docs/models.md.
 CONVENTIONS: dict[str, Convention] = {
@@ -297,18 +168,8 @@ CONVENTIONS: dict[str, Convention] = {
             softcap="attn_logit_softcapping",
             defaults={**GEMMA, "attn_logit_softcapping": 50.0},
         ),
-        Convention(
-            "gemma3_text",
-            "Gemma 3",
-            scale=query_pre_attn_scalar,
-            rope=RopeRule(theta=1_000_000.0, local_theta=("rope_local_base_freq", 10_000.0), scaled_layers=FULL),
-            layer_types=LayerTypes(sliding_window_pattern(6)),
-            window=Window(default=4096),
-            softcap="attn_logit_softcapping",
-            defaults={**GEMMA, "max_position_embeddings": 131_072},
-            check=_gemma3_causal,
-        ),
-        Convention("gemma3", "Gemma 3", nested=("text_config", "gemma3_text")),
+        GEMMA3_TEXT,
+        Convention("gemma3", "Gemma 3", nested=("text_config", GEMMA3_TEXT)),
         Convention(
             "phi3",
             "Phi-3",
@@ -412,7 +273,7 @@ CONVENTIONS: dict[str, Convention] = {
             "BERT",
             sizes=Sizes(kv_heads=None, head_dim=None),
             causal=False,
-            check=_bert_positions,
+            check=bert_positions,
         ),
     )
 }

@@ -298,6 +298,29 @@ class Need:
     where: str  # "model.layers.{layer}.self_attn.sinks": where the model keeps it
 
 
+# --- what a family refuses ------------------------------------------------------------------------
+
+
+def bert_positions(fields: Fields) -> None:
+    """BERT's attention is derived only with absolute positions (its relative ones add a term to q·k)."""
+    kind = fields.text("position_embedding_type", "absolute")
+    if kind != "absolute":
+        raise AttnError(
+            f"{fields.name('position_embedding_type')} {kind!r} is not yet supported",
+            source=fields.source,
+            hint="attn derives BERT's attention with absolute positions, which attention does not see",
+        )
+
+
+def gemma3_causal(fields: Fields) -> None:
+    if fields.flag("use_bidirectional_attention", False):
+        raise AttnError(
+            f"{fields.name('use_bidirectional_attention')} is not yet supported",
+            source=fields.source,
+            hint="attn reads Gemma 3 as a causal decoder",
+        )
+
+
 def number(x: float) -> str:
     """10000.0 -> '10000', 0.5 -> '0.5'."""
     return str(int(x)) if float(x).is_integer() and abs(x) < 1e15 else f"{x:g}"
