@@ -171,29 +171,13 @@ def rope_section(page: Page) -> list[Any]:
     ]
 
 
-def scaled_frequencies(inputs: Inputs, call: Call) -> dict[str, Any] | None:
-    """Under RoPE scaling, each pair's frequency as plain RoPE has it and as the scaling makes it
-    (the core's own ``rope_frequencies``, for this sequence's length), and the attention factor;
-    None without scaling. What explain shows, and writes in its JSON."""
-    from dataclasses import replace
-
-    from attncli.core.positions import rope_frequencies, rope_length
-
-    rope = inputs.options.rope
-    if rope is None or rope.scaling is None:
-        return None
-    dim = rope.dim or call.d_k
-    length = rope_length(call.n_q, call.n_k, rope)
-    plain, _ = rope_frequencies(replace(rope, scaling=None), dim, length)
-    scaled, factor = rope_frequencies(rope, dim, length)
-    return {"plain": plain, "scaled": scaled, "attention_factor": factor, "length": length}
-
-
 def frequency_table(page: Page) -> list[Any]:
     """Under RoPE scaling: the frequencies, plain and scaled, and their ratio, one column a pair."""
     import numpy as np
 
-    got = scaled_frequencies(page.inputs, page.call)
+    from attncli.cli.describe import scaled_frequencies
+
+    got = scaled_frequencies(page.inputs.options, page.call)
     rope = page.inputs.options.rope
     if got is None or rope is None or rope.scaling is None:
         return []
