@@ -111,7 +111,7 @@ def test_rope_from_both_layouts_of_config_json():
     assert describe(LLAMA).endswith("RoPE neox θ 10000 (default)")
     partial = layer_attention(Fields({**LLAMA, "partial_rotary_factor": 0.5}), 0)
     assert partial.options.rope.dim == 8 and partial.describe().endswith(
-        "RoPE neox θ 10000 on 8 of 16 features (partial_rotary_factor) (default)"
+        "RoPE neox θ 10000 on 8 of 16 features (default, partial_rotary_factor)"
     )
     assert (
         fails({**LLAMA, "rope_scaling": {"rope_type": "mrope"}})
@@ -212,7 +212,7 @@ def test_gpt2_scales():
 
 def test_bad_configs_in_one_line():
     assert (
-        fails({**LLAMA, "model_type": "falcon"}) == "config.json: no attention conventions for model_type 'falcon' "
+        fails({**LLAMA, "model_type": "jamba"}) == "config.json: no attention conventions for model_type 'jamba' "
         f"(attn knows {', '.join(sorted(CONVENTIONS))})"
     )
     with pytest.raises(UsageError) as e:
@@ -240,3 +240,43 @@ def test_bad_configs_in_one_line():
         fails({**dm.refs.GEMMA["gemma3_text"], "use_bidirectional_attention": True})
         == "config.json: use_bidirectional_attention is not yet supported (attn reads Gemma 3 as a causal decoder)"
     )
+
+
+def test_what_the_config_classes_default_and_older_names():
+    """Fields a config.json leaves out take the config class's default, and say so; older names
+    (BLOOM's n_embed, Falcon's n_head) are read; Falcon's K/V heads from its three switches."""
+    gemma2 = {"model_type": "gemma2", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4}
+    assert describe(gemma2, 1) == (
+        "scale 1/√256 (query_pre_attn_scalar by default), causal, soft-cap 50 (attn_logit_softcapping by default), "
+        "RoPE neox θ 10000 (default)"
+    )
+    assert "window 4095,0 (sliding_window 4096 by default; layer 0 even)" in describe(gemma2, 0)
+    neox = {"model_type": "gpt_neox", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
+    assert layer_attention(Fields(neox), 0).options.rope.dim == 4  # rotary_pct 0.25 of 16
+    falcon = {"model_type": "falcon", "n_embed": 64, "n_layer": 1, "n_head": 8}
+    assert layer_attention(Fields(falcon), 0).shape.n_kv_head == 1  # multi_query, its default
+    assert layer_attention(Fields({**falcon, "multi_query": False}), 0).shape.n_kv_head == 8
+    new = {**falcon, "new_decoder_architecture": True, "num_kv_heads": 2}
+    assert layer_attention(Fields(new), 0).shape.n_kv_head == 2
+    phi3 = {**LLAMA, "model_type": "phi3", "rope_scaling": {"type": "su", "short_factor": [1.0] * 8}}
+    assert fails({**phi3}) == (  # su is longrope, which needs both lists
+        "config.json: rope_scaling: longrope rope scaling needs long_factor (one number per rotated pair, as in "
+        "the config's rope_scaling)"
+    )
+
+
+def test_alibi_slopes_by_family():
+    """BLOOM and MPT add ALiBi after the scale (attn's own slopes); Falcon before it (m/√d);
+    MPT's alibi_bias_max other than 8 changes its slopes."""
+    bloom = {"model_type": "bloom", "hidden_size": 48, "n_layer": 1, "n_head": 6}
+    options = layer_attention(Fields(bloom), 0).options
+    assert options.alibi and options.alibi_slopes is None
+    falcon = {"model_type": "falcon", "hidden_size": 64, "num_hidden_layers": 1, "num_attention_heads": 4}
+    options = layer_attention(Fields({**falcon, "alibi": True}), 0).options
+    assert options.rope is None and list(options.alibi_slopes) == [2**-2 / 4, 2**-4 / 4, 2**-6 / 4, 2**-8 / 4]
+    assert layer_attention(Fields(falcon), 0).options.alibi_slopes is None  # RoPE instead
+    mpt = {"model_type": "mpt", "d_model": 32, "n_layers": 1, "n_heads": 4, "max_seq_len": 16}
+    assert layer_attention(Fields(mpt), 0).options.alibi
+    sixteen = layer_attention(Fields({**mpt, "attn_config": {"alibi_bias_max": 16}}), 0)
+    assert list(sixteen.options.alibi_slopes) == [2**-4, 2**-8, 2**-12, 2**-16]
+    assert "ALiBi" not in describe({**mpt, "attn_config": {"alibi": False}})

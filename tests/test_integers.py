@@ -464,6 +464,28 @@ def trace_generate(command: str, value: int, data: Data) -> None:
         assert run("trace", *data.plain("trace"), "--generate", value).refused(2).startswith("--generate: BERT")
 
 
+def model_layer(command: str, value: int, data: Data) -> None:
+    """--layer with --model: a Llama config.json of 2 layers, one head of D_K features (each
+    layer derives scale 1/√4, causal bottom-right and RoPE neox θ 10000); else refused."""
+    config = data.folder / "llama-config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": D_K,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 1,
+                "max_position_embeddings": 64,
+            }
+        )
+    )
+    valid = 0 <= value < 2
+    options = {"scale": 0.5, "causal": "bottom-right", "rope": ("neox", 10000.0, None, None)} if valid else None
+    line = attends(command, data, ["--model", config, "--layer", value], options, atol=1e-9 + 2**-46 * N_K)
+    if line is not None and value >= 2:
+        assert line == f"--layer {value} is out of range: {config} has 2 layers (give a layer from 0 to 1)"
+
+
 @dataclass(frozen=True)
 class Recipe:
     check: Callable[[str, Any, Data], None]
@@ -480,6 +502,7 @@ RECIPES: dict[Any, Recipe] = {
     "top": Recipe(view_option("--top", 1, float("inf"), ["--view", "top"])),
     "batch": Recipe(tensor_view("--batch")),
     "head": Recipe(tensor_view("--head")),
+    "layer": Recipe(model_layer, examples=(*SPECIAL, 2)),
     ("explain", "query"): Recipe(explain_query, examples=(*SPECIAL, 2, 3)),
     ("self", "heads"): Recipe(self_heads, examples=(*SPECIAL, 2, 3)),
     ("self", "head"): Recipe(self_head),

@@ -50,6 +50,7 @@ def position(index: tuple[int, ...], axes: tuple[str, ...] = OUTPUT_AXES) -> str
 def check_result(name: str, inputs: Inputs, verdict: Verdict, options: AttentionOptions, precision: int) -> Result:
     """JSON, the terminal view and the arrays of one check."""
     from attncli.cli.describe import attention_data, call_of
+    from attncli.cli.model_options import model_data, model_line
 
     error = verdict.error
     by_head = _by_head(error)  # [batches, heads, n_q, d_v]
@@ -81,6 +82,7 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
         "shape": list(inputs.to_file_layout(verdict.reference).shape),
         "layout": inputs.layout.value,
         **attention_data(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
+        **model_data(inputs.flags),
     }
 
     def view() -> Any:
@@ -98,6 +100,7 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
             ("PASS" if ok else "FAIL", "bold green" if ok else "bold red"),
             f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {inputs.layout.value})\n",
             settings_line(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
+            model_line(inputs.flags),
             "\n",
             f"max |OUT - ref| {verdict.max_error:.3g} at {data['worst']['where']} "
             f"(OUT {float(verdict.out[worst]):.6g}, reference {data['worst']['reference']:.6g})\n",

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attncli.cli.describe import call_of, sentence, settings_line
+from attncli.cli.model_options import model_line
 from attncli.text import plural
 
 if TYPE_CHECKING:
@@ -92,6 +93,7 @@ def explain_view(
             ("\n" + inputs.description) if inputs.description else "",
             "\n",
             settings_line(options, page.call, steps.allowed),
+            model_line(inputs.flags),
             *(p for line in lines for p in ("\n", line)),
         ),
         page.heading(
@@ -163,9 +165,28 @@ def rope_section(page: Page) -> list[Any]:
     names = [f"d{j}" for j in range(rotated[0].shape[-1])]
     return [
         page.heading(f"RoPE ({rope.style}): Q and K rotated by position", page.said("rope")),
+        *frequency_table(page),
         page.table(rotated[0], page.rows, names, "RoPE(Q)"),
         page.table(rotated[1], page.key_rows, names, "RoPE(K)"),
     ]
+
+
+def frequency_table(page: Page) -> list[Any]:
+    """Under RoPE scaling: the frequencies, plain and scaled, and their ratio, one column a pair."""
+    import numpy as np
+
+    from attncli.cli.describe import scaled_frequencies
+
+    got = scaled_frequencies(page.inputs.options, page.call)
+    rope = page.inputs.options.rope
+    if got is None or rope is None or rope.scaling is None:
+        return []
+    kind, factor = rope.scaling.kind, got["attention_factor"]
+    table = np.stack([got["plain"], got["scaled"], got["scaled"] / got["plain"]])  # [3, dim / 2]
+    pairs = [f"pair {i}" for i in range(table.shape[1])]
+    said = f"cos and sin are multiplied by the attention factor {factor:.6g}." if factor != 1 else None
+    title = f"frequencies, plain and {kind}-scaled (sequence length {got['length']})"
+    return [page.table(table, ["θ^(−2i/d)", kind, "ratio"], pairs, title), *([said] if said else [])]
 
 
 def softcap_section(page: Page) -> list[Any]:

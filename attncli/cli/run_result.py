@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from attncli.cli.describe import attention_data, call_of, settings_line
 from attncli.cli.emit import Emitted, Result
+from attncli.cli.model_options import model_data, model_line
 from attncli.errors import UsageError
 from attncli.text import plural
 
@@ -76,6 +77,7 @@ def run_result(
         "weights": steps.weights,
         "output": inputs.to_file_layout(steps.output),
         **attention_data(options, call),
+        **model_data(inputs.flags),
         "shapes": shapes,
         **({"layout": inputs.layout.value, "dtype": steps.output.dtype.name} if inputs.tensors else {}),
         **({} if inputs.tensors else colour_data(inputs, steps)),
@@ -95,6 +97,7 @@ def run_result(
             settings_line(options, call, steps.allowed),
             grouping(q.shape, k.shape),
             computed_in(inputs, steps),
+            model_line(inputs.flags),
         )
         rows, _, key_headers = shown_labels(inputs)
         sums = rows_sum(options, *steps.weights.shape[-2:])

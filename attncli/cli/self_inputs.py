@@ -231,6 +231,7 @@ def read_self_inputs(
     With ``columns``, X, Z and every W are transposed (biases are vectors either way).
     """
     x_is_file, z_is_file = is_file_name(source), context is not None and is_file_name(context)
+    attention = attention.with_model()
     entries: dict[str, Matrix] = {}
     meta: dict[str, Any] = {}
     if x_is_file:
@@ -269,6 +270,11 @@ def read_self_inputs(
     elif unknown != "error":
         raise UsageError("--unknown is about the words of a sentence, but X and Z are files")
     weights = {name: entries[name] for name in WEIGHTS if name in entries}
+    from attncli.cli.model_options import replaced
+    from attncli.cli.notes import note
+
+    for line in replaced(attention):
+        note(line)
     return SelfInputs(
         entries["x"], entries.get("context"), weights, attention.build(arrays), own, meta.get("description")
     )

@@ -31,7 +31,10 @@ The modules, one job each:
     jsonfiles.py    the folder's JSON files, read with one-line errors
     ggufs.py        a GGUF: metadata as fields, tensors dequantised and renamed, the tokenizer rebuilt
     fields.py       Fields: config.json's names, read with checks, each remembering its name in the file
-    conventions.py  CONVENTIONS: each family's attention (scale, window, RoPE, soft-cap) per layer
+    conventions.py  CONVENTIONS: each family's attention (scale, window, RoPE, soft-cap, ALiBi) per layer
+    convention.py   Convention: one family's rules put together -> LayerAttention
+    rules.py        the rules: sizes, scales, layer types, windows, ALiBi, what comes from a file
+    roperules.py    RoPE's rules: pairing, θ per layer type, the rotated features, RoPE scaling
     families.py     FAMILIES: config.json's model_type -> Family
     base.py         Family (config, params by name, forward; DecoderSteps, GgufNames), Tensors
     bert.py         the BERT family (an encoder)

@@ -98,6 +98,31 @@ class Fields(Mapping[str, Any]):
             raise self.fail(key, "a string", value)
         return value
 
+    def sub(self, key: str) -> Fields:
+        """A nested object (Gemma 3's ``text_config``, MPT's ``attn_config``) as Fields, each
+        field named by its path (``text_config.sliding_window``); {} when absent or null."""
+        value = self.raw.get(key)
+        if value is None:
+            value = {}
+        if not isinstance(value, Mapping):
+            raise self.fail(key, "an object", value)
+        prefix = self.name(key)
+        return Fields(value, self.source, {k: f"{prefix}.{k}" for k in value}, self.origin)
+
+    def completed(self, aliases: Mapping[str, str] | None = None, defaults: Mapping[str, Any] | None = None) -> Fields:
+        """These fields as the family's config class reads them: a field absent but given
+        under an older name (``aliases``: BLOOM's ``n_head`` for ``num_attention_heads``) is
+        read from there and named so; a field still absent takes the class's default
+        (``defaults``: Gemma 2's ``attn_logit_softcapping`` 50), named "… by default"."""
+        raw, names = dict(self.raw), dict(self.names)
+        for key, old in (aliases or {}).items():
+            if key not in raw and old in raw:
+                raw[key], names[key] = raw[old], self.name(old)
+        for key, value in (defaults or {}).items():
+            if key not in raw:
+                raw[key], names[key] = value, f"{key} by default"
+        return Fields(raw, self.source, names, self.origin)
+
     def strings(self, key: str) -> list[str] | None:
         """A list of strings (``layer_types``), or None when absent."""
         value = self.raw.get(key)

@@ -70,7 +70,7 @@ class Gpt2Config:
             d_model=shape.d_model,
             n_layer=shape.n_layer,
             n_head=shape.n_head,
-            n_positions=shape.n_positions,
+            n_positions=fields.whole("n_positions"),
             d_ff=fields.whole("n_inner", 4 * shape.d_model),
             eps=fields.number("layer_norm_epsilon", 1e-5),
             activation=activation,

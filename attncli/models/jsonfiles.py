@@ -36,3 +36,11 @@ def read_json(path: Path, required: bool = False) -> dict:
     if not isinstance(data, dict):
         raise AttnError("expected a JSON object", source=str(path))
     return data
+
+
+def parse_json_object(path: Path) -> dict:
+    """A JSON file that must hold an object (a config.json named on its own)."""
+    data = parse_json(path)
+    if not isinstance(data, dict):
+        raise AttnError("expected a JSON object (a model's config.json)", source=str(path))
+    return data

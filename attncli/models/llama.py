@@ -73,7 +73,7 @@ class LlamaConfig:
             n_kv_head=shape.n_kv_head,
             head_dim=shape.head_dim,
             d_ff=fields.whole("intermediate_size"),
-            n_positions=shape.n_positions,
+            n_positions=fields.whole(convention.sizes.positions or "max_position_embeddings"),
             eps=fields.number("rms_norm_eps", 1e-6),
             activation=activation,
             tied=fields.flag("tie_word_embeddings", False),

@@ -17,7 +17,7 @@ from attncli.models.base import Family, ModelConfig, Tensors, whole_number
 from attncli.models.checkpoints import checkpoint_files, read_checkpoint
 from attncli.models.families import FAMILIES, family_for
 from attncli.models.fields import Fields
-from attncli.models.jsonfiles import parse_json, read_json
+from attncli.models.jsonfiles import parse_json, parse_json_object, read_json
 from attncli.models.pooling import POOLINGS
 
 MODEL_ENV = "ATTN_MODEL"  # the default for --model
@@ -103,16 +103,41 @@ def find_model(name: str | None) -> Path:
     return snapshot
 
 
+def read_model_fields(name: str) -> Fields:
+    """A model's config for ``--model`` on the attention commands (its attention settings
+    only): a config.json (any JSON file), a folder holding one, a ``.gguf`` file's
+    metadata, or the name of a model in the Hugging Face cache."""
+    path = Path(name).expanduser()
+    if path.is_file():
+        with open(path, "rb") as f:
+            gguf = f.read(4) == b"GGUF"
+        if gguf or path.suffix.lower() == ".gguf":
+            from attncli.models import ggufs
+
+            _require_extra(gguf=True, only=("gguf",))
+            return ggufs.read_fields(ggufs.open_gguf(path), path)
+        return Fields(parse_json_object(path), str(path))
+    if not path.exists() and cached_snapshot(name) is None:
+        raise AttnError(
+            "no such file or folder",
+            source=name,
+            hint="give a model's config.json, the folder that holds it, or a .gguf file",
+        )
+    folder = find_model(name)
+    return Fields(read_json(folder / "config.json", required=True), str(folder / "config.json"))
+
+
 # --- reading it ---------------------------------------------------------------
 
 
-def _require_extra(gguf: bool = False) -> None:
+def _require_extra(gguf: bool = False, only: tuple[str, ...] | None = None) -> None:
     """Say which extra to install when safetensors, tokenizers (or gguf) is missing."""
-    for module in ("safetensors", "tokenizers", *(["gguf"] if gguf else [])):
+    for module in only or ("safetensors", "tokenizers", *(["gguf"] if gguf else [])):
         try:
             __import__(module)
         except ImportError:
-            raise AttnError(f"running a model needs {module}, from the 'models' extra", hint=EXTRA_HINT) from None
+            doing = "reading a GGUF" if only else "running a model"
+            raise AttnError(f"{doing} needs {module}, from the 'models' extra", hint=EXTRA_HINT) from None
 
 
 def read_config(folder: Path) -> tuple[Family[Any, Any], ModelConfig, Fields]:

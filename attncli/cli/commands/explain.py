@@ -198,6 +198,11 @@ def explain_result(
     }
     if inputs.head is not None:
         data["batch"], data["head"] = inputs.head
+    from attncli.cli.describe import call_of, scaled_frequencies
+
+    frequencies = scaled_frequencies(inputs.options, call_of(inputs.q.shape, inputs.k.shape))
+    if frequencies is not None:
+        data["rope_frequencies"] = frequencies
     data.update((key, value) for key, value in base.data.items() if key not in data)
     if backward is not None:
         data["backward"] = dict(backward)
