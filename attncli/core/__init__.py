@@ -4,7 +4,8 @@ options.py    AttentionOptions: every setting of one call (Rope and RopeScaling 
 positions.py  where tokens sit: RoPE and its scalings' frequencies, ALiBi, causal and windows
 logits.py     inputs checked once; scores; ``combine``, the one place options act
 reference.py  softmax and attention written as the equation, keeping every step
-kernel.py     the blocked online-softmax kernel (an implementation choice)
+kernel.py     the blocked online-softmax kernel (an implementation choice) and its tuned paths
+stacks.py     the kernel's window stacks: many small query blocks through one product
 parallel.py   the thread pool over blocks
 grad.py       the backward pass: attention_grad() -> Grads (dQ, dK, dV, dsinks, dbias)
 api.py        attention(), attention_steps(), attention_blocked()
