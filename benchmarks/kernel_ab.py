@@ -3,7 +3,8 @@ bytes, and how do their times compare?
 
     git show main:attncli/core/kernel.py > /tmp/old_kernel.py
     python benchmarks/kernel_ab.py /tmp/old_kernel.py            # both parts
-    python benchmarks/kernel_ab.py /tmp/old_kernel.py --same     # the outputs only (about a minute)
+    python benchmarks/kernel_ab.py /tmp/old_kernel.py --same     # the outputs only (a few minutes)
+    python benchmarks/kernel_ab.py /tmp/old_kernel.py --times --cpu   # times on one thread, CPU time
 
 The old file is loaded as a module of its own beside ``attncli.core.kernel``
 (it imports the rest of ``attncli.core`` from this tree, so it must still
@@ -12,7 +13,9 @@ dtypes, block sizes and worker counts, and compares outputs byte for byte
 (the sign of a zero and a NaN's bits included) or their errors' words.
 Part 2 times both on the shapes table's rows (``run.SHAPES``), in turn in
 each round (which goes first alternates), after a pause (``run.SETTLE``),
-and prints the best of each and the median of the rounds' ratios, new/old.
+and prints the best of each and the median of the rounds' ratios, new/old;
+``--cpu`` times the CPU time of one thread running the kernel alone (BLAS
+held to it too), which a machine busy with other work disturbs far less.
 Not part of the test suite.
 """
 
@@ -122,18 +125,28 @@ def same_outputs(old) -> None:
     print(f"{cases} cases, {differ} differ")
 
 
-def timed(fn) -> float:
-    time.sleep(SETTLE)
-    start = time.perf_counter()
+def timed(fn, cpu: bool, settle: float) -> float:
+    """Seconds of wall time, or with ``cpu`` of this thread's CPU time (what a
+    busy machine disturbs least; the kernel then runs on this thread alone)."""
+    time.sleep(settle)
+    clock = time.thread_time if cpu else time.perf_counter
+    start = clock()
     fn()
-    return time.perf_counter() - start
+    return clock() - start
 
 
-def times(old, rounds: int) -> None:
+def times(old, rounds: int, cpu: bool) -> None:
     """Both kernels on the shapes table's rows, in turn, ``rounds`` rounds."""
+    from contextlib import nullcontext
+
+    from run import SETTLE
     from run import SHAPES as TABLE
 
-    print(f"\n## new/old, {rounds} rounds in turn, load average {os.getloadavg()[0]:.1f} at the start\n")
+    from attncli.core.parallel import one_blas_thread
+
+    workers = 1 if cpu else None
+    what = "CPU time of one thread, BLAS on one thread" if cpu else "wall time, every core"
+    print(f"\n## new/old, {what}, {rounds} rounds in turn, load average {os.getloadavg()[0]:.1f} at the start\n")
     print(f"{'case':<20} {'shape':<20} {'old ms':>8} {'new ms':>8} {'best/best':>10} {'median ratio':>13}")
     rng = np.random.default_rng(0)
     for label, shape, h_kv, causal, window, extra in TABLE:
@@ -141,22 +154,21 @@ def times(old, rounds: int) -> None:
         q = rng.standard_normal(shape, dtype=np.float32)
         k, v = (rng.standard_normal(kv_shape, dtype=np.float32) for _ in range(2))
         options = AttentionOptions(causal="top-left" if causal else None, window=window, **extra)
-        runs = {"old": lambda q=q, k=k, v=v, o=options: old.blocked(q, k, v, o),
-                "new": lambda q=q, k=k, v=v, o=options: new_kernel.blocked(q, k, v, o)}
+        runs = {"old": lambda q=q, k=k, v=v, o=options: old.blocked(q, k, v, o, workers=workers),
+                "new": lambda q=q, k=k, v=v, o=options: new_kernel.blocked(q, k, v, o, workers=workers)}
         best = {"old": math.inf, "new": math.inf}
         ratios = []
-        for r in range(rounds):
-            seconds = {}
-            for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
-                seconds[name] = timed(runs[name])
-                best[name] = min(best[name], seconds[name])
-            ratios.append(seconds["new"] / seconds["old"])
+        with one_blas_thread() if cpu else nullcontext():
+            for r in range(rounds):
+                seconds = {}
+                for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                    seconds[name] = timed(runs[name], cpu, SETTLE)
+                    best[name] = min(best[name], seconds[name])
+                ratios.append(seconds["new"] / seconds["old"])
         print(f"{label:<20} {str(list(shape)):<20} {best['old'] * 1e3:8.1f} {best['new'] * 1e3:8.1f} "
               f"{best['new'] / best['old']:9.3f}× {statistics.median(ratios):12.3f}×")
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
 
-
-SETTLE = 0.02
 
 
 def main() -> None:
@@ -165,12 +177,13 @@ def main() -> None:
     parser.add_argument("--same", action="store_true", help="compare the outputs only")
     parser.add_argument("--times", action="store_true", help="compare the times only")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--cpu", action="store_true", help="time one thread's CPU time, the kernel on one thread")
     args = parser.parse_args()
     old = load(args.old)
     if not args.times:
         same_outputs(old)
     if not args.same:
-        times(old, args.rounds)
+        times(old, args.rounds, args.cpu)
 
 
 if __name__ == "__main__":

@@ -78,6 +78,7 @@ def online_softmax(blocks: Iterable[tuple[np.ndarray, np.ndarray]], sinks: np.nd
             acc += part
             total += part_total
         peak = new
+        del logits, e  # before the next block's logits are made, which may then reuse their memory
     _write(acc, total, out)
 
 
@@ -109,8 +110,7 @@ def _logit_blocks(p: Problem, rows: slice, key_block: int) -> Iterable[tuple[np.
     """``online_softmax``'s blocks for the queries ``rows``, made one at a time:
     logits [..., r, c] (``combine``'s) and values [..., c, d_v]."""
     for cols, inside in key_blocks(p, rows, key_block):
-        logits, _ = combine(scores(p, rows, cols, p.factor), p, rows, cols, inside)
-        yield logits, p.v[..., cols, :]
+        yield combine(scores(p, rows, cols, p.factor), p, rows, cols, inside)[0], p.v[..., cols, :]
 
 
 def _row_sums(e: np.ndarray) -> np.ndarray:
