@@ -617,3 +617,21 @@ def test_the_plain_online_softmax_alone_gives_the_loops_numbers_with_a_mask_or_b
     for query_block, key_block in ((3, 4), (64, 64)):
         out = attention_blocked(q, k, v, options, query_block=query_block, key_block=key_block, workers=2)
         np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # combine's slope × distance overflows
+@pytest.mark.parametrize("dtype, slope", [(np.float32, 1e38), (np.float64, 1e307)])
+def test_a_key_block_whose_rows_are_all_minus_infinity_adds_nothing(dtype, slope):
+    """ALiBi slopes so large that every logit off the diagonal is −∞: a key
+    block wholly below the diagonal holds rows of −∞ only, which add nothing
+    to the running sums (before issue 24 they made NaN there, and the kernel
+    said V overflowed). Each query then sees its own key alone: the
+    reference's output, V."""
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((1, 1, 40, 8)).astype(dtype) for _ in range(3))
+    options = {"alibi_slopes": np.array([slope]), "causal": "top-left"}
+    expected = attention(q, k, v, **options)[0]
+    np.testing.assert_array_equal(expected, v)
+    for query_block, key_block in ((8, 8), (16, 4)):
+        out = attention_blocked(q, k, v, query_block=query_block, key_block=key_block, workers=1, **options)
+        np.testing.assert_array_equal(out, expected)
