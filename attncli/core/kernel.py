@@ -51,7 +51,8 @@ def online_softmax(blocks: Iterable[tuple[np.ndarray, np.ndarray]], sinks: np.nd
     max, so that no exp overflows: each block raises it, and the sums so far
     are multiplied by exp(old m − new m). No row of the n_q × n_k weights is
     held whole, and the weights are never normalised: the output is divided
-    by the row sums at the end (n_q · d_v divisions, not n_q · n_k).
+    by the row sums at the end (n_q · d_v divisions, not n_q · n_k), and a
+    query that may attend to nothing gets zeros.
     """
     acc: np.ndarray | None = None  # [..., r, d_v] Σ exp(x − m) · v
     total: np.ndarray | None = None  # [..., r, 1] Σ exp(x − m)
