@@ -80,14 +80,34 @@ OPTIONS = [
     ("masked rows", lambda rng, n_q, n_k: {"mask": np.arange(n_q)[:, None] % 3 != 0}),
     ("bias", lambda rng, n_q, n_k: {"bias": rng.standard_normal((n_q, n_k))}),
     ("bias window", lambda rng, n_q, n_k: {"bias": rng.standard_normal((4, 1, n_k)), "window": (10, 1)}),
-    ("everything", {"causal": "bottom-right", "window": (30, 0), "softcap": 1.5, "alibi": True,
-                    "rope": Rope("gptj", dim=4), "sinks": np.array([0.5, -1.0, 2.0, 0.0]), "temperature": 1.3}),
+    (
+        "everything",
+        {
+            "causal": "bottom-right",
+            "window": (30, 0),
+            "softcap": 1.5,
+            "alibi": True,
+            "rope": Rope("gptj", dim=4),
+            "sinks": np.array([0.5, -1.0, 2.0, 0.0]),
+            "temperature": 1.3,
+        },
+    ),
 ]
 
 # (batch and heads of Q, n_q, n_k, d, K/V heads): 2-D, and [2, 4, n, d] with K/V heads 4, 2 (GQA) and 1
-SHAPES = [((), 1, 1, 8, None), ((), 7, 5, 8, None), ((), 150, 200, 8, None), ((), 300, 300, 8, None),
-          ((), 1100, 1100, 8, None), ((), 700, 300, 8, None), ((), 300, 700, 8, None), ((2, 4), 97, 110, 16, 4),
-          ((2, 4), 300, 300, 16, 2), ((1, 4), 600, 600, 16, 1), ((2, 4), 520, 400, 8, 2)]
+SHAPES = [
+    ((), 1, 1, 8, None),
+    ((), 7, 5, 8, None),
+    ((), 150, 200, 8, None),
+    ((), 300, 300, 8, None),
+    ((), 1100, 1100, 8, None),
+    ((), 700, 300, 8, None),
+    ((), 300, 700, 8, None),
+    ((2, 4), 97, 110, 16, 4),
+    ((2, 4), 300, 300, 16, 2),
+    ((1, 4), 600, 600, 16, 1),
+    ((2, 4), 520, 400, 8, 2),
+]
 BLOCKS = [(None, None), (16, 32), (64, 64), (5, 7), (128, 16)]
 
 
@@ -95,7 +115,8 @@ def same_outputs(old) -> None:
     """Both kernels on the grid: the same bytes, or the same error."""
     cases = differ = 0
     for (lead, n_q, n_k, d, h_kv), (name, settings), dtype, size in itertools.product(
-            SHAPES, OPTIONS, (np.float32, np.float64), (1.0, 40.0)):
+        SHAPES, OPTIONS, (np.float32, np.float64), (1.0, 40.0)
+    ):
         rng = np.random.default_rng([len(name), n_q, n_k])
         q = (rng.standard_normal((*lead, n_q, d)) * size).astype(dtype)
         kv_shape = (*lead[:-1], h_kv, n_k, d) if lead else (n_k, d)
@@ -113,15 +134,18 @@ def same_outputs(old) -> None:
             results = []
             for module in (old, new_kernel):
                 try:
-                    out = module.blocked(q, k, v, options, query_block=query_block, key_block=key_block,
-                                         workers=workers)
+                    out = module.blocked(
+                        q, k, v, options, query_block=query_block, key_block=key_block, workers=workers
+                    )
                     results.append((out.dtype, out.shape, out.tobytes()))
                 except AttnError as error:
                     results.append(("error", str(error)))
             if results[0] != results[1]:
                 differ += 1
-                print(f"DIFFER: {name}, {(*lead, n_q, d)} × {n_k} keys, {np.dtype(dtype).name}, size {size}, "
-                      f"blocks {query_block},{key_block}, workers {workers}")
+                print(
+                    f"DIFFER: {name}, {(*lead, n_q, d)} × {n_k} keys, {np.dtype(dtype).name}, size {size}, "
+                    f"blocks {query_block},{key_block}, workers {workers}"
+                )
     print(f"{cases} cases, {differ} differ")
 
 
@@ -154,21 +178,24 @@ def times(old, rounds: int, cpu: bool) -> None:
         q = rng.standard_normal(shape, dtype=np.float32)
         k, v = (rng.standard_normal(kv_shape, dtype=np.float32) for _ in range(2))
         options = AttentionOptions(causal="top-left" if causal else None, window=window, **extra)
-        runs = {"old": lambda q=q, k=k, v=v, o=options: old.blocked(q, k, v, o, workers=workers),
-                "new": lambda q=q, k=k, v=v, o=options: new_kernel.blocked(q, k, v, o, workers=workers)}
+        runs = {
+            "old": lambda q=q, k=k, v=v, o=options: old.blocked(q, k, v, o, workers=workers),
+            "new": lambda q=q, k=k, v=v, o=options: new_kernel.blocked(q, k, v, o, workers=workers),
+        }
         best = {"old": math.inf, "new": math.inf}
         ratios = []
         with one_blas_thread() if cpu else nullcontext():
             for r in range(rounds):
                 seconds = {}
-                for name in (("old", "new") if r % 2 == 0 else ("new", "old")):
+                for name in ("old", "new") if r % 2 == 0 else ("new", "old"):
                     seconds[name] = timed(runs[name], cpu, SETTLE)
                     best[name] = min(best[name], seconds[name])
                 ratios.append(seconds["new"] / seconds["old"])
-        print(f"{label:<20} {str(list(shape)):<20} {best['old'] * 1e3:8.1f} {best['new'] * 1e3:8.1f} "
-              f"{best['new'] / best['old']:9.3f}× {statistics.median(ratios):12.3f}×")
+        print(
+            f"{label:<20} {str(list(shape)):<20} {best['old'] * 1e3:8.1f} {best['new'] * 1e3:8.1f} "
+            f"{best['new'] / best['old']:9.3f}× {statistics.median(ratios):12.3f}×"
+        )
     print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
-
 
 
 def main() -> None:

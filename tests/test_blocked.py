@@ -389,8 +389,11 @@ def test_both_softmax_paths_give_the_reference(settings, size, bounded, dtype):
     small = prepare(q, k, v, options).logit_bound <= kernel._exp_safe(q.dtype)
     assert small == (bounded or "softcap" in settings)  # a soft-cap of 5 bounds them anyway
     base2 = small and dtype == np.float32 and "softcap" not in settings and "mask" not in settings
-    chosen = {(False, False): kernel.Softmax.RUNNING_MAX, (True, False): kernel.Softmax.FROM_ZERO,
-              (True, True): kernel.Softmax.BASE_2}[small, base2]
+    chosen = {
+        (False, False): kernel.Softmax.RUNNING_MAX,
+        (True, False): kernel.Softmax.FROM_ZERO,
+        (True, True): kernel.Softmax.BASE_2,
+    }[small, base2]
     assert kernel._choose(prepare(q, k, v, options)) is chosen
     expected = attention(*(m.astype(np.float64) for m in (q, k, v)), options)[0]
     tol = 1e-12 if dtype == np.float64 else 1e-5
@@ -569,8 +572,10 @@ def test_every_option_answers_the_kernels_questions():
     from attncli.core.options import AttentionOptions, Rope
 
     fields = {field.name for field in dataclasses.fields(AttentionOptions)}
-    assert fields == set(KERNEL_ANSWERS), ("a new setting: answer logits.Problem's logit_bound, exact_in_base2 and "
-                                           "logits_are_band_functions for it, then add it to KERNEL_ANSWERS")
+    assert fields == set(KERNEL_ANSWERS), (
+        "a new setting: answer logits.Problem's logit_bound, exact_in_base2 and "
+        "logits_are_band_functions for it, then add it to KERNEL_ANSWERS"
+    )
     rng = np.random.default_rng(8)
     q = np.broadcast_to(rng.standard_normal(6), (1, 4, 9, 6))  # [1, 4, 9, 6] the same query at every position
     k = np.broadcast_to(rng.standard_normal(6) * 2, (1, 4, 9, 6))
@@ -604,15 +609,16 @@ def test_the_plain_online_softmax_alone_gives_the_loops_numbers_with_a_mask_or_b
     monkeypatch.setattr(kernel, "stack_band", lambda *args: None)
     rng = np.random.default_rng(6)
     q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in ((2, 4, 11, 6), (2, 2, 14, 6), (2, 2, 14, 3)))
-    kind, = settings
+    (kind,) = settings
     if settings[kind] == "rows":
         array = np.broadcast_to(np.arange(11)[:, None] % 3 != 0, (11, 14))  # every third query sees nothing
     else:
         array = rng.random((2, 4, 11, 14)) < 0.5 if kind == "mask" else rng.standard_normal((2, 4, 11, 14))
     options = AttentionOptions(**{kind: array}, causal="bottom-right", sinks=np.array([0.5, -1.0, 2.0, 0.0]))
     full = np.broadcast_to(array, (2, 4, 11, 14))
-    expected, _ = heads_attention(q, k, v, causal="bottom-right", sinks=options.sinks,
-                                  **{"allowed" if kind == "mask" else "bias": full})
+    expected, _ = heads_attention(
+        q, k, v, causal="bottom-right", sinks=options.sinks, **{"allowed" if kind == "mask" else "bias": full}
+    )
     tol = 1e-12 if dtype == np.float64 else 1e-5
     for query_block, key_block in ((3, 4), (64, 64)):
         out = attention_blocked(q, k, v, options, query_block=query_block, key_block=key_block, workers=2)

@@ -37,8 +37,7 @@ from attncli.core.positions import band, band_weights, seen_by_all, visible_keys
 from attncli.core.stacks import Stack, edge_rows, inner_blocks, stack_band, stacks, unstacked, views, window_query_block
 
 
-def online_softmax(blocks: Iterable[tuple[np.ndarray, np.ndarray]], sinks: np.ndarray | None,
-                   out: np.ndarray) -> None:
+def online_softmax(blocks: Iterable[tuple[np.ndarray, np.ndarray]], sinks: np.ndarray | None, out: np.ndarray) -> None:
     """out = softmax(logits) V for a block of queries whose keys come block by
     block: FlashAttention's online softmax.
 
@@ -133,6 +132,7 @@ def _write(acc: np.ndarray | None, total: np.ndarray | None, out: np.ndarray) ->
 
 # The tuned choices. Each is taken only where what it relies on is checked:
 # the softmax's in ``_choose``, the stacks' in ``stacks.stack_band``.
+
 
 class Softmax(Enum):
     """How the kernel takes the softmax of a problem's logits (``_choose``)."""
@@ -251,9 +251,9 @@ def _exp_base2(p: Problem, qb: np.ndarray, kb: np.ndarray, rows: slice, cols: sl
     logits, _ = combine(scaled, p, rows, cols, inside=True)  # [..., r, c] in base 2
     with np.errstate(over="ignore", invalid="ignore"):
         e = np.exp2(logits, out=logits)
-        if banded:
-            e *= band_weights(range(p.n_q)[rows], range(p.n_k)[cols], p.n_q, p.n_k, p.options.causal,
-                              p.options.window, logits.dtype, keys_first=True)  # [r, c] 1 or 0, laid out as e
+        if banded:  # times the band's [r, c] 1 or 0, laid out as e
+            i, j = range(p.n_q)[rows], range(p.n_k)[cols]
+            e *= band_weights(i, j, p.n_q, p.n_k, p.options.causal, p.options.window, e.dtype, keys_first=True)
     return e
 
 

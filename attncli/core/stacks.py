@@ -130,5 +130,9 @@ def _stacked(m: np.ndarray, start: int, stack: Stack, length: int) -> np.ndarray
     """[..., n, d] -> [count, ..., length, d]: rows start + b · size .. + length of m
     for each block b of the stack, as a read-only view (overlapping when length > size)."""
     m = m[..., start:, :]
-    return np.lib.stride_tricks.as_strided(m, shape=(stack.count, *m.shape[:-2], length, m.shape[-1]),
-                                           strides=(stack.size * m.strides[-2], *m.strides), writeable=False)
+    return np.lib.stride_tricks.as_strided(
+        m,
+        shape=(stack.count, *m.shape[:-2], length, m.shape[-1]),
+        strides=(stack.size * m.strides[-2], *m.strides),
+        writeable=False,
+    )
