@@ -64,6 +64,7 @@ OPTIONS = [
     ("window -1,4", {"window": (-1, 4)}),
     ("window 64,0", {"window": (64, 0)}),
     ("window 256,0", {"window": (256, 0)}),
+    ("window past the keys", {"window": (10**20, 3)}),
     ("causal window 9,0", {"causal": "top-left", "window": (9, 0)}),
     ("bottom-right window 6,3", {"causal": "bottom-right", "window": (6, 3)}),
     ("softcap", {"softcap": 2.0}),
