@@ -10,7 +10,8 @@ The old file is loaded as a module of its own beside ``attncli.core.kernel``
 (it imports the rest of ``attncli.core`` from this tree, so it must still
 find what it imports there). Part 1 runs both on a grid of shapes, options,
 dtypes, block sizes and worker counts, and compares outputs byte for byte
-(the sign of a zero and a NaN's bits included) or their errors' words.
+(the sign of a zero and a NaN's bits included), and each row's log-sum-exp
+through ``forward`` when the old kernel has it, or their errors' words.
 Part 2 times both on the shapes table's rows (``run.SHAPES``), in turn in
 each round (which goes first alternates), after a pause (``run.SETTLE``),
 and prints the best of each and the median of the rounds' ratios, new/old;
@@ -38,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from attncli.core import kernel as new_kernel  # noqa: E402  (after the path is set)
+from attncli.core.logits import prepare  # noqa: E402
 from attncli.core.options import AttentionOptions, Rope  # noqa: E402
 from attncli.errors import AttnError  # noqa: E402
 
@@ -138,7 +140,12 @@ def same_outputs(old) -> None:
                     out = module.blocked(
                         q, k, v, options, query_block=query_block, key_block=key_block, workers=workers
                     )
-                    results.append((out.dtype, out.shape, out.tobytes()))
+                    lse = None
+                    if hasattr(old, "forward"):  # and each row's log-sum-exp, as the backward asks for it
+                        p = prepare(q, k, v, options)
+                        lse = np.full(p.logits_shape[:-1] + (1,), np.nan)
+                        module.forward(p, query_block=query_block, key_block=key_block, workers=workers, lse=lse)
+                    results.append((out.dtype, out.shape, out.tobytes(), None if lse is None else lse.tobytes()))
                 except AttnError as error:
                     results.append(("error", str(error)))
             if results[0] != results[1]:

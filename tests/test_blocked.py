@@ -176,10 +176,10 @@ SKIPPING = [
 @pytest.mark.parametrize("settings", SKIPPING, ids=str)
 @pytest.mark.parametrize("n_q, n_k", [(1, 1), (9, 9), (7, 19), (19, 7), (16, 33)])
 def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k, numbers, monkeypatch):
-    from attncli.core import kernel
+    from attncli.core import blocking
     from attncli.core.options import AttentionOptions
 
-    monkeypatch.setattr(kernel, "BLOCK_NUMBERS", numbers)
+    monkeypatch.setattr(blocking, "BLOCK_NUMBERS", numbers)
     rng = np.random.default_rng(n_q * 100 + n_k)
     q, k, v = (rng.standard_normal(shape) for shape in ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3)))
     bias = rng.standard_normal((4, 1, n_k))  # per query head, every query
@@ -296,9 +296,9 @@ def test_band_weights_are_the_band_in_the_logits_layout():
 def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
     """batch × parts of heads × query blocks: one head a part when blocks are
     large, as many as BLOCK_NUMBERS allows when they are small."""
-    from attncli.core import kernel
+    from attncli.core import blocking
 
-    monkeypatch.setattr(kernel, "BLOCK_NUMBERS", numbers)
+    monkeypatch.setattr(blocking, "BLOCK_NUMBERS", numbers)
     rng = np.random.default_rng(5)
     q, k, v = rng.standard_normal((2, 3, 10, 4)), rng.standard_normal((2, 3, 6, 4)), rng.standard_normal((2, 3, 6, 4))
     seen = []
@@ -445,8 +445,8 @@ def test_window_ends_go_as_few_blocks_and_stacks_share_out(monkeypatch, heads, e
     32 each; the stacks come in a multiple of the workers and take every
     other query once. The float64 reference's numbers."""
     from attncli.core import kernel
+    from attncli.core.blocking import Stack
     from attncli.core.options import AttentionOptions
-    from attncli.core.stacks import Stack
 
     seen = []
     real_map = kernel.map_blocks
@@ -600,13 +600,13 @@ def test_the_plain_online_softmax_alone_gives_the_loops_numbers_with_a_mask_or_b
     """Every tuned choice turned off (the running max always, no stacks): a
     mask, a bias and queries that may attend to nothing, against
     ``tests/reference.py``."""
-    from attncli.core import kernel
+    from attncli.core import blocking, kernel
     from attncli.core.options import AttentionOptions
 
     from reference import heads_attention
 
     monkeypatch.setattr(kernel, "_choose", lambda p: kernel.Softmax.RUNNING_MAX)
-    monkeypatch.setattr(kernel, "stack_band", lambda *args: None)
+    monkeypatch.setattr(blocking, "stack_band", lambda *args: None)
     rng = np.random.default_rng(6)
     q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in ((2, 4, 11, 6), (2, 2, 14, 6), (2, 2, 14, 3)))
     (kind,) = settings

@@ -338,7 +338,7 @@ def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
         (
             tiny / "vocab.txt",
             f"{tiny / 'vocab.txt'}: is a file, not a model folder "
-            "(give the folder that holds config.json and model.safetensors)",
+            "(give the folder that holds config.json and model.safetensors, or a .gguf file)",
         ),
         (
             tmp_path,
@@ -393,7 +393,7 @@ def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
         assert message.endswith(expected) and message.startswith("/"), (message, expected)
     garbage = broken(tmp_path, "garbage", lambda f: (f / "model.safetensors").write_bytes(b"not safetensors"))
     assert attn.fails("trace", "the car", "-m", garbage).startswith(
-        f"{garbage / 'model.safetensors'}: cannot read the parameters: "
+        f"{garbage / 'model.safetensors'}: is not a readable safetensors file ("  # attn run's reader
     )
     missing = write_model(
         tmp_path / "missing",

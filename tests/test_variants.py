@@ -92,10 +92,10 @@ def test_every_variant_matches_the_loop(name, options, settings, h_kv):
 def test_the_kernels_plain_online_softmax_alone_matches_the_loop(monkeypatch, name, options, settings, dtype):
     """The blocked kernel with every tuned choice turned off (the running max
     always, no window stacks): the plain algorithm gives every variant."""
-    from attncli.core import kernel
+    from attncli.core import blocking, kernel
 
     monkeypatch.setattr(kernel, "_choose", lambda p: kernel.Softmax.RUNNING_MAX)
-    monkeypatch.setattr(kernel, "stack_band", lambda *args: None)
+    monkeypatch.setattr(blocking, "stack_band", lambda *args: None)
     q, k, v = tensors(h_kv=H_KV, dtype=dtype)
     expected, _ = heads_attention(q, k, v, **settings)
     tol = 1e-12 if dtype == np.float64 else 1e-5

@@ -5,10 +5,11 @@ positions.py  where tokens sit: RoPE and its scalings' frequencies, ALiBi, causa
 logits.py     inputs checked once; scores; ``combine``, the one place options act
 reference.py  softmax and attention written as the equation, keeping every step
 kernel.py     the blocked online-softmax kernel (an implementation choice) and its tuned paths
-stacks.py     the kernel's window stacks: many small query blocks through one product
-parallel.py   the thread pool over blocks
+blocking.py   how the kernel cuts its work: block sizes, window stacks, costliest first
+parallel.py   the thread pool over blocks; BLAS held to attn's threads
 grad.py       the backward pass: attention_grad() -> Grads (dQ, dK, dV, dsinks, dbias)
+grad_blocks.py  the backward in blocks, as FlashAttention-2 does it
 api.py        attention(), attention_steps(), attention_blocked()
 multihead.py  projections, heads, multi-head attention
-arrays.py     small shared helpers (shapes as text, dtypes, unit rows)
+arrays.py     small shared helpers (shapes as text, dtypes, unit rows, sums back to a shape)
 """

@@ -2,20 +2,19 @@
 n_q × n_k matrices, on every core.
 
 ``online_softmax``, first below, is the algorithm (FlashAttention's), and
-the path taken when no tuned choice applies. ``blocked`` cuts the work into
-blocks of queries for a thread pool (numpy's matmul and ufuncs release the
-GIL), hands them out costliest first, and streams each block's keys through
-the softmax it chose for the call. The tuned choices sit beside the
-algorithm, each taken only where the code that chooses it checks what it
-relies on:
+the path taken when no tuned choice applies. ``forward`` cuts the work into
+blocks of queries (``blocking.plan``) for a thread pool (numpy's matmul and
+ufuncs release the GIL) and streams each block's keys through the softmax
+it chose for the call. The tuned choices sit beside the algorithm, each
+taken only where the code that chooses it checks what it relies on:
 
 - ``_from_zero``: no running max, when every |logit| is known to be small
   (``_choose``); the scores laid out keys first, and a key block the band
   cuts through taken by halves of the queries (``_halves``).
 - ``_exp_base2``: ``_from_zero`` in base 2 through exp2, when ``combine``
   is exact in base 2 (``_choose``); the band as 0/1 weights after exp2.
-- window stacks (``stacks.py``): many small query blocks through one
-  product, when the logits depend on j − i alone (``stacks.stack_band``).
+- window stacks (``blocking.py``): many small query blocks through one
+  product, when the logits depend on j − i alone (``blocking.stack_band``).
 
 An implementation choice, tested against the reference: both make their
 logits with ``logits.combine``.
@@ -30,21 +29,28 @@ from enum import Enum
 
 import numpy as np
 
+from attncli.core.blocking import Block, Stack, plan, views
 from attncli.core.logits import EVERYTHING, Problem, check_output, combine, prepare, product, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import map_blocks, worker_count
-from attncli.core.positions import band, band_weights, seen_by_all, visible_keys
-from attncli.core.stacks import Stack, edge_rows, inner_blocks, stack_band, stacks, unstacked, views, window_query_block
+from attncli.core.positions import band_weights, seen_by_all, visible_keys
 
 
-def online_softmax(blocks: Iterable[tuple[np.ndarray, np.ndarray]], sinks: np.ndarray | None, out: np.ndarray) -> None:
+def online_softmax(
+    blocks: Iterable[tuple[np.ndarray, np.ndarray]],
+    sinks: np.ndarray | None,
+    out: np.ndarray,
+    lse: np.ndarray | None = None,
+) -> None:
     """out = softmax(logits) V for a block of queries whose keys come block by
     block: FlashAttention's online softmax.
 
     ``blocks``: (logits [..., r, c], values [..., c, d_v]) for each block of
     keys (the logits are used up); ``sinks``: [..., H or 1, 1, 1] one logit
     per head that joins every row's softmax with no value; ``out``:
-    [..., r, d_v].
+    [..., r, d_v]; ``lse``, when given, [..., r, 1]: each row's
+    log(Σ exp(logit) + exp(sink)), what the backward recomputes the weights
+    from (``grad_blocks``).
 
     softmax(x) = exp(x − m) / Σ exp(x − m) for any m. Here m is the running
     max, so that no exp overflows: each block raises it, and the sums so far
@@ -80,6 +86,8 @@ def online_softmax(blocks: Iterable[tuple[np.ndarray, np.ndarray]], sinks: np.nd
         peak = new
         del logits, e  # before the next block's logits are made, which may then reuse their memory
     _write(acc, total, out)
+    if lse is not None:
+        _log_sum_exp(total, peak, sinks, lse)
 
 
 def key_blocks(p: Problem, rows: slice, key_block: int) -> list[tuple[slice, bool]]:
@@ -130,8 +138,20 @@ def _write(acc: np.ndarray | None, total: np.ndarray | None, out: np.ndarray) ->
     np.multiply(acc, inverse, out=out)
 
 
+def _log_sum_exp(total: np.ndarray | None, peak: np.ndarray | None, sinks: np.ndarray | None, out: np.ndarray) -> None:
+    """out = log(total) + the max the sums were taken from (``peak``; None: 0),
+    [..., r, 1] in place; with no keys, the sink alone, or −∞ (log 0)."""
+    if total is None:
+        out[...] = -np.inf if sinks is None else sinks
+        return
+    with np.errstate(divide="ignore"):
+        np.log(total, out=out)
+    if peak is not None:
+        out += np.where(np.isfinite(peak), peak, 0.0)  # the ref each block was taken from
+
+
 # The tuned choices. Each is taken only where what it relies on is checked:
-# the softmax's in ``_choose``, the stacks' in ``stacks.stack_band``.
+# the softmax's in ``_choose``, the stacks' in ``blocking.stack_band``.
 
 
 class Softmax(Enum):
@@ -197,8 +217,14 @@ class _Sums:
         assert self.acc is not None and self.total is not None
         return _Sums(None, self.acc[..., local, :], self.total[..., local, :])
 
+    def write(self, out: np.ndarray, lse: np.ndarray | None) -> None:
+        """``online_softmax``'s end: out = acc / total, and lse = log(total) when given."""
+        _write(self.acc, self.total, out)
+        if lse is not None:
+            _log_sum_exp(self.total, None, self.sinks, lse)
 
-def _from_zero(p: Problem, rows: slice, key_block: int, base2: bool, out: np.ndarray) -> None:
+
+def _from_zero(p: Problem, rows: slice, key_block: int, base2: bool, out: np.ndarray, lse: np.ndarray | None) -> None:
     """``online_softmax`` for the queries ``rows`` with no running max, when
     ``_choose`` has found every |logit| small: each key block adds its
     exp(logits) · V and row sums, with no max taken and nothing rescaled.
@@ -220,7 +246,7 @@ def _from_zero(p: Problem, rows: slice, key_block: int, base2: bool, out: np.nda
         for half, keys in halves:
             local = slice(half.start - rows.start, half.stop - rows.start)
             sums.rows(local).add(exp(p, half, keys, False), p.v[..., keys, :])
-    _write(sums.acc, sums.total, out)
+    sums.write(out, lse)
 
 
 def _exp_of_block(p: Problem, rows: slice, cols: slice, inside: bool) -> np.ndarray:
@@ -276,57 +302,35 @@ def _halves(p: Problem, rows: slice, cols: slice) -> list[tuple[slice, slice]] |
     return halves if 5 * kept <= 4 * r * (cols.stop - cols.start) else None
 
 
-def _attend_rows(p: Problem, rows: slice, key_block: int, softmax: Softmax, out: np.ndarray) -> None:
-    """out [..., r, d_v] = softmax(logits) V for the queries ``rows``."""
+def _attend_rows(
+    p: Problem, rows: slice, key_block: int, softmax: Softmax, out: np.ndarray, lse: np.ndarray | None
+) -> None:
+    """out [..., r, d_v] = softmax(logits) V for the queries ``rows`` (and lse [..., r, 1])."""
     if softmax is Softmax.RUNNING_MAX:
-        online_softmax(_logit_blocks(p, rows, key_block), p.sinks, out)
+        online_softmax(_logit_blocks(p, rows, key_block), p.sinks, out, lse)
     else:
-        _from_zero(p, rows, key_block, softmax is Softmax.BASE_2, out)
+        _from_zero(p, rows, key_block, softmax is Softmax.BASE_2, out, lse)
 
 
-def _attend_stack(p: Problem, stack: Stack, lo_hi: tuple[int, int], softmax: Softmax, out: np.ndarray) -> None:
+def _attend_stack(
+    p: Problem, stack: Stack, lo_hi: tuple[int, int], softmax: Softmax, out: np.ndarray, lse: np.ndarray | None
+) -> None:
     """out [count, ..., size, d_v] = softmax(logits) V for a stack of query
-    blocks, all their keys at once: one key block for the chosen softmax."""
+    blocks (and lse [count, ..., size, 1]), all their keys at once: one key
+    block for the chosen softmax."""
     q, k, v, rows, cols = views(p, stack, lo_hi)  # [count, ..., size, d_k], [count, ..., c, d], the first block's
     if softmax is Softmax.BASE_2:
         e = _exp_base2(p, q, k, rows, cols, banded=True)
     else:
         logits, _ = combine(product(q, k, p.options.similarity, p.factor), p, rows, cols)  # [count, ..., size, c]
         if softmax is Softmax.RUNNING_MAX:
-            online_softmax([(logits, v)], p.sinks, out)
+            online_softmax([(logits, v)], p.sinks, out, lse)
             return
         with np.errstate(over="ignore", invalid="ignore"):
             e = np.exp(logits, out=logits)
     sums = _Sums(p.sinks)
     sums.add(e, v)
-    _write(sums.acc, sums.total, out)
-
-
-# Block sizes. Work is cut over batch × K/V heads × blocks of QUERY_BLOCK
-# queries, each attended over keys in blocks of KEY_BLOCK; small heads go
-# several to a part, so that a block's logits ([heads, group, QUERY_BLOCK,
-# KEY_BLOCK]) hold about BLOCK_NUMBERS numbers: each matrix product is large
-# enough to run near the BLAS rate, and Python's cost per block is paid once
-# for them all. Extra memory is about workers · BLOCK_NUMBERS numbers,
-# whatever B, H, n_q and n_k are. Blocks of 256 × 1024 keep the work that
-# causal attention cannot skip (the diagonal's partly masked blocks) small.
-# Under a window, query blocks are smaller (``stacks.window_query_block``)
-# and whole ones go many to a stack of up to STACK_NUMBERS logits.
-QUERY_BLOCK = 256
-KEY_BLOCK = 1024
-BLOCK_NUMBERS = 1 << 20
-STACK_NUMBERS = 1 << 19
-
-
-def _cost(part: Problem, rows: slice | Stack, lo_hi: tuple[int, int] | None) -> int:
-    """The logits a block of work computes, about: heads × queries × the keys they see."""
-    heads = math.prod(part.logits_shape[:-2])
-    if isinstance(rows, Stack):
-        assert lo_hi is not None
-        return heads * rows.count * rows.size * (rows.size + lo_hi[1] - lo_hi[0])
-    queries = range(part.n_q)[rows]
-    keys = visible_keys(queries, part.n_q, part.n_k, part.options.causal, part.options.window)
-    return heads * len(queries) * len(keys)
+    sums.write(out, lse)
 
 
 def blocked(
@@ -348,44 +352,38 @@ def blocked(
     after each query block, from the calling thread.
     """
     p = prepare(q, k, v, options or AttentionOptions())
+    return p.ungroup(forward(p, query_block=query_block, key_block=key_block, workers=workers, progress=progress))
+
+
+def forward(
+    p: Problem,
+    *,
+    query_block: int | None = None,
+    key_block: int | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    lse: np.ndarray | None = None,
+) -> np.ndarray:
+    """``blocked`` on a prepared problem -> the output [..., n_q, d_v], grouped
+    as ``p`` is. ``lse`` [..., n_q, 1] (``p.logits_shape[:-1] + (1,)``), when
+    given, is filled with each row's log-sum-exp, log(Σ_j exp(logit_j) + exp(sink)),
+    what the backward pass recomputes the weights from (``grad_blocks``): −inf
+    for a row that may attend to nothing (and has no sink)."""
     softmax = _choose(p)
-    key_block = max(1, key_block or KEY_BLOCK)
-    # Causal and the window: the keys j of query i are i + lo <= j <= i + hi (None: open).
-    lo, hi = band(p.n_q, p.n_k, p.options.causal, p.options.window)
-    span = None if lo is None or hi is None else max(1, hi - lo + 1)  # keys a query sees under a window
-    fitting = QUERY_BLOCK if span is None else window_query_block(span, key_block, QUERY_BLOCK)
-    query_block = max(1, query_block or fitting)
-    # The work: batch × K/V heads (several to a part when small) × query blocks, on one pool.
-    keys = min(key_block, p.n_k, p.n_k if span is None else query_block + span)  # a query block's widest key block
-    each = p.group * min(query_block, p.n_q) * keys  # logits of one head's block
-    together = max(1, BLOCK_NUMBERS // max(1, each))
-    stacked = stack_band(p, query_block, key_block)  # the band (lo, hi) of stacked blocks, or None
-    inner = range(0) if stacked is None else inner_blocks(p, query_block, *stacked)  # their starts
-    blocks: list[tuple[tuple[slice, ...], Problem, slice | Stack]] = []
-    share = worker_count(workers)
-    for where, part in p.heads(together):
-        heads = math.prod(part.logits_shape[:-2])
-        edge = edge_rows(heads, query_block, keys, key_block, QUERY_BLOCK, BLOCK_NUMBERS)  # rows no stack takes
-        blocks += [(where, part, rows) for rows in unstacked(p.n_q, inner, query_block, edge)]
-        most = STACK_NUMBERS // max(1, heads * query_block * keys)  # query blocks a stack
-        blocks += [(where, part, stack) for stack in stacks(inner, query_block, most, share)]
-    # Costliest first (causal: the bottom query blocks see the most keys), so
-    # that the last blocks the pool hands out are small and no core waits
-    # long for the other at the end.
-    blocks.sort(key=lambda block: _cost(block[1], block[2], stacked), reverse=True)
+    work = plan(p, query_block, key_block, worker_count(workers))
     output = np.empty(p.out_shape, dtype=p.q.dtype)  # [..., n_q, d_v] (grouped with GQA)
 
-    def attend(block: tuple[tuple[slice, ...], Problem, slice | Stack]) -> None:
+    def attend(block: Block) -> None:
         where, part, rows = block
         if isinstance(rows, Stack):
-            assert stacked is not None
-            out = output[where + (..., rows.rows, EVERYTHING)]  # [..., count · size, d_v] a view
-            out = np.moveaxis(out.reshape(*out.shape[:-2], rows.count, rows.size, out.shape[-1]), -3, 0)
-            _attend_stack(part, rows, stacked, softmax, out)  # [count, ..., size, d_v]
+            assert work.stacked is not None
+            out = rows.view(output, where)  # [count, ..., size, d_v] a view
+            _attend_stack(part, rows, work.stacked, softmax, out, None if lse is None else rows.view(lse, where))
         else:
             out = output[where + (..., rows, EVERYTHING)]  # [..., r, d_v] a view
-            _attend_rows(part, rows, key_block, softmax, out)
+            lse_rows = None if lse is None else lse[where + (..., rows, EVERYTHING)]  # [..., r, 1]
+            _attend_rows(part, rows, work.key_block, softmax, out, lse_rows)
         check_output(out)  # here, on every core, rather than over the whole output after
 
-    map_blocks(attend, blocks, workers, progress)
-    return p.ungroup(output)
+    map_blocks(attend, work.blocks, workers, progress)
+    return output

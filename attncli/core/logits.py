@@ -70,7 +70,7 @@ class Problem:
     def out_shape(self) -> tuple[int, ...]:  # [..., n_q, d_v]
         return self.logits_shape[:-1] + self.v.shape[-1:]
 
-    # What the kernel's tuned paths rely on (core/kernel.py, core/stacks.py),
+    # What the kernel's tuned paths rely on (core/kernel.py, core/blocking.py),
     # facts about ``combine`` below: a step added there answers each here
     # (tests/test_blocked.py holds every field of AttentionOptions to one).
 

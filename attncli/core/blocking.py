@@ -1,28 +1,47 @@
-"""Window stacks, one of the kernel's tuned choices: under a window, many
-small query blocks go through one matrix product.
+"""How the kernel cuts its work into blocks: block sizes, heads several to
+a block, window stacks, and the order the thread pool gets them in (``plan``).
 
-Under a window each query sees a narrow band of keys, lo ≤ j − i ≤ hi, so a
-block of queries needs few keys, and a product per block would cost more in
-Python than in arithmetic. Whole blocks of ``size`` queries whose keys
-i0 + lo .. i0 + size − 1 + hi all lie in [0, n_k) see the same keys relative
-to themselves: ``count`` of them are stacked on a new first axis against
-overlapping views of K and V (``views``) and go through one product. The
-kernel makes their logits with ``combine`` told the first block's rows and
-keys, which is right for every block only when the logits depend on j − i
-alone: ``stack_band`` checks that before any block is stacked. The queries
-no stack takes (a window's first W) go as ordinary blocks (``unstacked``,
-``edge_rows``).
+Work is cut over batch × K/V heads × blocks of queries, each attended over
+its keys in blocks; the blocks go to the pool costliest first, so that the
+last ones handed out are small and no core waits long for the other.
+
+Window stacks, one of the kernel's tuned choices: under a window each query
+sees a narrow band of keys, lo ≤ j − i ≤ hi, so a block of queries needs few
+keys, and a product per block would cost more in Python than in arithmetic.
+Whole blocks of ``size`` queries whose keys i0 + lo .. i0 + size − 1 + hi
+all lie in [0, n_k) see the same keys relative to themselves: ``count`` of
+them are stacked on a new first axis against overlapping views of K and V
+(``views``) and go through one product. The kernel makes their logits with
+``combine`` told the first block's rows and keys, which is right for every
+block only when the logits depend on j − i alone: ``stack_band`` checks
+that before any block is stacked. The queries no stack takes (a window's
+first W) go as ordinary blocks (``unstacked``, ``edge_rows``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from itertools import accumulate
 
 import numpy as np
 
 from attncli.core.logits import Problem
-from attncli.core.positions import band
+from attncli.core.positions import band, visible_keys
+
+# Block sizes. Small heads go several to a part, so that a block's logits
+# ([heads, group, QUERY_BLOCK, KEY_BLOCK]) hold about BLOCK_NUMBERS numbers:
+# each matrix product is large enough to run near the BLAS rate, and
+# Python's cost per block is paid once for them all. Extra memory is about
+# workers · BLOCK_NUMBERS numbers, whatever B, H, n_q and n_k are. Blocks of
+# 256 × 1024 keep the work that causal attention cannot skip (the
+# diagonal's partly masked blocks) small. Under a window, query blocks are
+# smaller (``window_query_block``) and whole ones go many to a stack of up
+# to STACK_NUMBERS logits.
+QUERY_BLOCK = 256
+KEY_BLOCK = 1024
+BLOCK_NUMBERS = 1 << 20
+STACK_NUMBERS = 1 << 19
 
 
 @dataclass(frozen=True)
@@ -39,6 +58,12 @@ class Stack:
     def rows(self) -> slice:
         """Every query of the stack."""
         return slice(self.start, self.start + self.count * self.size)
+
+    def view(self, m: np.ndarray, where: tuple[slice, ...]) -> np.ndarray:
+        """The stack's rows of m [..., n_q, m] (at ``where`` on the leading
+        axes) as the stack lays them out: a view [count, ..., size, m]."""
+        span = m[where + (..., self.rows, slice(None))]  # [..., count · size, m]
+        return np.moveaxis(span.reshape(*span.shape[:-2], self.count, self.size, span.shape[-1]), -3, 0)
 
 
 def stack_band(p: Problem, query_block: int, key_block: int) -> tuple[int, int] | None:
@@ -136,3 +161,51 @@ def _stacked(m: np.ndarray, start: int, stack: Stack, length: int) -> np.ndarray
         strides=(stack.size * m.strides[-2], *m.strides),
         writeable=False,
     )
+
+
+Block = tuple[tuple[slice, ...], Problem, slice | Stack]  # where its output goes, its part, its queries
+
+
+@dataclass
+class Plan:
+    """The blocks of work of one call, costliest first."""
+
+    blocks: list[Block]
+    key_block: int  # keys at a time
+    stacked: tuple[int, int] | None  # the band (lo, hi) of j − i that stacked blocks see; None: no stacks
+
+
+def plan(p: Problem, query_block: int | None, key_block: int | None, share: int) -> Plan:
+    """``p`` cut into blocks of work for ``share`` workers: batch × K/V heads
+    (several to a part when small) × query blocks, or stacks of them."""
+    key_block = max(1, key_block or KEY_BLOCK)
+    # Causal and the window: the keys j of query i are i + lo <= j <= i + hi (None: open).
+    lo, hi = band(p.n_q, p.n_k, p.options.causal, p.options.window)
+    span = None if lo is None or hi is None else max(1, hi - lo + 1)  # keys a query sees under a window
+    fitting = QUERY_BLOCK if span is None else window_query_block(span, key_block, QUERY_BLOCK)
+    query_block = max(1, query_block or fitting)
+    keys = min(key_block, p.n_k, p.n_k if span is None else query_block + span)  # a query block's widest key block
+    each = p.group * min(query_block, p.n_q) * keys  # logits of one head's block
+    together = max(1, BLOCK_NUMBERS // max(1, each))
+    stacked = stack_band(p, query_block, key_block)
+    inner = range(0) if stacked is None else inner_blocks(p, query_block, *stacked)  # the stacked blocks' starts
+    blocks: list[Block] = []
+    for where, part in p.heads(together):
+        heads = math.prod(part.logits_shape[:-2])
+        edge = edge_rows(heads, query_block, keys, key_block, QUERY_BLOCK, BLOCK_NUMBERS)  # rows no stack takes
+        blocks += [(where, part, rows) for rows in unstacked(p.n_q, inner, query_block, edge)]
+        most = STACK_NUMBERS // max(1, heads * query_block * keys)  # query blocks a stack
+        blocks += [(where, part, stack) for stack in stacks(inner, query_block, most, share)]
+    blocks.sort(key=lambda block: _cost(block[1], block[2], stacked), reverse=True)  # causal: the bottom rows first
+    return Plan(blocks, key_block, stacked)
+
+
+def _cost(part: Problem, rows: slice | Stack, lo_hi: tuple[int, int] | None) -> int:
+    """The logits a block of work computes, about: heads × queries × the keys they see."""
+    heads = math.prod(part.logits_shape[:-2])
+    if isinstance(rows, Stack):
+        assert lo_hi is not None
+        return heads * rows.count * rows.size * (rows.size + lo_hi[1] - lo_hi[0])
+    queries = range(part.n_q)[rows]
+    keys = visible_keys(queries, part.n_q, part.n_k, part.options.causal, part.options.window)
+    return heads * len(queries) * len(keys)
