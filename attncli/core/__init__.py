@@ -4,7 +4,8 @@ options.py    AttentionOptions: every setting of one call (Rope and RopeScaling 
 positions.py  where tokens sit: RoPE and its scalings' frequencies, ALiBi, causal and windows
 logits.py     inputs checked once; scores; ``combine``, the one place options act
 reference.py  softmax and attention written as the equation, keeping every step
-kernel.py     the blocked online-softmax kernel (an implementation choice)
+kernel.py     the blocked online-softmax kernel (an implementation choice) and its tuned paths
+blocking.py   how the kernel cuts its work: block sizes, window stacks, costliest first
 parallel.py   the thread pool over blocks; BLAS held to attn's threads
 grad.py       the backward pass: attention_grad() -> Grads (dQ, dK, dV, dsinks, dbias)
 grad_blocks.py  the backward in blocks, as FlashAttention-2 does it
