@@ -64,7 +64,10 @@ def test_queries_that_see_nothing(attn, tmp_path):
     (tmp_path / "x.csv").write_text("1,0\n0,1\n1,1\n")
     (tmp_path / "bias.csv").write_text("0,0,0\n-inf,-inf,-inf\n0,0,0\n")
     _, notes = attn.json_and_notes("self", tmp_path / "x.csv", "--bias", tmp_path / "bias.csv")
-    assert notes == ["query x1 may attend to no key (the mask forbids every key): its weights and output are 0"]
+    assert notes == [
+        "query x1 may attend to no key (the mask forbids every key): its weights and output are 0",
+        "random W_Q, W_K, W_V: the pattern means nothing; `attn trace` shows a trained model",
+    ]
 
 
 def test_no_note_when_the_command_fails(attn, tmp_path):

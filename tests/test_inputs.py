@@ -401,16 +401,16 @@ def test_self_bundle_settings(attn, tmp_path):
     (tmp_path / "s.yaml").write_text(
         "x: [[1, 0], [0, 1], [1, 1]]\nheads: 2\nseed: 3\ncausal: true\ndescription: three tokens\n"
     )
-    out = attn.json("self", tmp_path / "s.yaml")
+    out = attn.json("self", tmp_path / "s.yaml", random=True)
     assert (out["heads"], out["seed"], out["causal"]) == (2, 3, "top-left")
     assert np.array(out["weights"]).shape == (2, 3, 3)
     assert "three tokens" in attn("self", tmp_path / "s.yaml", "-f", "table").stdout  # the description, shown
-    out = attn.json("self", tmp_path / "s.yaml", "--heads", "1", "--seed", "0", "--no-causal")
+    out = attn.json("self", tmp_path / "s.yaml", "--heads", "1", "--seed", "0", "--no-causal", random=True)
     assert (out["heads"], out["seed"], out["causal"]) == (1, 0, False)
     (tmp_path / "c.yaml").write_text("x: [[1, 2, 3], [4, 5, 6]]\ncolumns: true\n")  # seed 004's columns
-    out = attn.json("self", tmp_path / "c.yaml")
+    out = attn.json("self", tmp_path / "c.yaml", random=True)
     assert len(out["queries"]) == 3 and out["d_in"] == 2
-    assert len(attn.json("self", tmp_path / "c.yaml", "--rows")["queries"]) == 2
+    assert len(attn.json("self", tmp_path / "c.yaml", "--rows", random=True)["queries"]) == 2
 
 
 @pytest.mark.parametrize("style", [s for s in SAVED if not s.endswith(".npy")])

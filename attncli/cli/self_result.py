@@ -15,6 +15,7 @@ from attncli.text import plural
 if TYPE_CHECKING:
     import numpy as np
 
+    from attncli.cli.self_explained import Explained
     from attncli.cli.self_inputs import SelfInputs
     from attncli.core.multihead import MultiHeadSteps
     from attncli.core.options import Call
@@ -32,6 +33,7 @@ class SelfShown:
     random: list[str]  # the names of the weights drawn at random: W_Q, W_K, W_V
     head: int | None
     style: ViewStyle
+    explained: Explained | None = None  # --explain: one token through one head
 
 
 def self_result(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown, precision: int) -> Result:
@@ -43,6 +45,7 @@ def self_result(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown, pre
         "keys": inputs.keys,
         "columns": out_labels or [f"d{i}" for i in range(steps.output.shape[1])],
         "weights": steps.weights,  # [heads, n_q, n_k], always 3-D
+        "scores": steps.heads.scores,  # [heads, n_q, n_k] q_i·k_j before the scale: seed 001's e_ij
         "output": steps.output,
         "q": steps.q,
         "k": steps.k,
@@ -52,14 +55,21 @@ def self_result(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown, pre
         "seed": shown.seed,
         "random": shown.random,
     }
+    if shown.explained is not None:
+        data["explain"] = shown.explained.data()
     matrices = {
         "output": Emitted(steps.output, inputs.x.row_labels, out_labels),
         "weights": _weights_to_emit(inputs, steps.weights, shown.head),
+        "scores": _weights_to_emit(inputs, steps.heads.scores, shown.head),
         "q": Emitted(steps.q, inputs.x.row_labels),
         "k": Emitted(steps.k, inputs.context.row_labels),
         "v": Emitted(steps.v, inputs.context.row_labels),
     }
     view = functools.partial(_view, inputs, steps, dims, shown, data["columns"], precision)
+    if shown.explained is not None:
+        from attncli.cli.self_explained import explained_view
+
+        view = functools.partial(explained_view, shown.explained, precision, shown.style)
     return Result(data, view, matrices, functools.partial(_maps, inputs, steps, shown))
 
 
