@@ -37,6 +37,20 @@ def test_seed_003_without_divide_is_saturated(attn, tmp_path, samples):
     assert attn.json_and_notes("run", tmp_path / "c.yaml", "--temperature", "1e4")[1] == []
 
 
+def test_only_colours_are_told_to_divide_by_255(attn, tmp_path):
+    (tmp_path / "b.yaml").write_text("q: [[100, 0]]\nk: [[1, 0], [0, 1]]\nv: [[1], [2]]\n")
+    _, notes = attn.json_and_notes("run", tmp_path / "b.yaml")
+    assert notes == [
+        "softmax saturates: query q0 puts 99.9 % or more of the weight on one key, the scaled scores spanning "
+        "up to 70.71 (scale the inputs down, or raise --temperature)"
+    ]
+    (tmp_path / "rgb.yaml").write_text(
+        "q: [[133, 23, 220]]\nk: [[254, 240, 217], [2, 129, 138]]\nv: [[1], [0]]\nrgb: true\n"
+    )
+    _, notes = attn.json_and_notes("run", tmp_path / "rgb.yaml")
+    assert "e.g. divide: 255 for 0–255 colours" in notes[0]  # rgb: true rows are colours
+
+
 def test_the_note_is_on_stderr_after_the_table(attn, tmp_path):
     (tmp_path / "c.yaml").write_text(COLOURS_255)
     result = attn("run", tmp_path / "c.yaml", "-f", "table")

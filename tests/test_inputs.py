@@ -93,7 +93,7 @@ def test_a_series_is_one_column(attn, style):
     out, notes = attn.json_and_notes("run", INPUTS / "q.npy", INPUTS / "k.npy", INPUTS / style)
     np.testing.assert_allclose(out["output"], EXPECTED["v_column"], rtol=1e-13, atol=1e-15)
     assert out["shapes"]["v"] == [5, 1] and out["keys"] == ["0", "1", "2", "3", "4"] and notes == []
-    assert out["columns"] == ["d0" if style == "v_series.json" else "value"]
+    assert out["columns"] == ["value"]  # an unnamed Series is one value per key too
 
 
 def test_pandas_orients_in_a_bundle(attn, tmp_path):
@@ -418,3 +418,12 @@ def test_every_way_of_saving_works_from_stdin(attn, style):
     q, k, v = files(style)
     out, _ = attn.json_and_notes("run", "-", k, v, input=q.read_bytes())
     np.testing.assert_allclose(out["output"], EXPECTED["plain"], rtol=1e-13, atol=1e-15)
+
+
+def test_one_value_per_key_is_called_value(attn, tmp_path):
+    """Seed 000's v: [10, 5, 2] (and any unnamed one-column V): its output column is "value", not "d0"."""
+    (tmp_path / "b.yaml").write_text("q: [2, 1, 3]\nk: [[-1, 2, -1], [1.5, 0, -1], [4, -2, -1]]\nv: [10, 5, 2]\n")
+    assert attn.json("run", tmp_path / "b.yaml")["columns"] == ["value"]
+    assert "value" in attn("explain", tmp_path / "b.yaml", "-f", "table").stdout
+    (tmp_path / "v2.yaml").write_text("q: [2, 1, 3]\nk: [[-1, 2, -1], [1.5, 0, -1]]\nv: [[1, 2], [3, 4]]\n")
+    assert attn.json("run", tmp_path / "v2.yaml")["columns"] == ["d0", "d1"]

@@ -307,7 +307,7 @@ def test_table_view(attn, tmp_path):
     text = result.stdout
     assert "self-attention X 5×50 → output 5×50" in text
     assert "d_in 50 · d_attn 50 · d_out 50 · 2 heads of d_head 25" in text
-    assert "seed 0: random W_Q, W_K, W_V" in text
+    assert "random W_Q, W_K, W_V (seed 0): the pattern means nothing; `attn trace` shows a trained model" in text
     assert "head 0 of 2" in text and "head 1 of 2" in text and "uncle" in text
     assert "… and 38 more columns" in text
     one = attn("self", "she made her uncle tea", "--heads", 2, "--head", 1, "-f", "table").stdout

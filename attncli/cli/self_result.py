@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from attncli.cli.describe import attention_data, settings_line
 from attncli.cli.emit import Emitted, Result
+from attncli.output.labels import value_columns
 from attncli.text import plural
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def self_result(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown, pre
     data = {
         "queries": inputs.queries,
         "keys": inputs.keys,
-        "columns": out_labels or [f"d{i}" for i in range(steps.output.shape[1])],
+        "columns": out_labels or value_columns(steps.output.shape[1]),
         "weights": steps.weights,  # [heads, n_q, n_k], always 3-D
         "scores": steps.heads.scores,  # [heads, n_q, n_k] q_i·k_j before the scale: seed 001's e_ij
         "output": steps.output,
@@ -73,6 +74,14 @@ def self_result(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown, pre
     return Result(data, view, matrices, functools.partial(_maps, inputs, steps, shown))
 
 
+def random_line(shown: SelfShown) -> str:
+    """What a header says when projections are random: that the pattern means nothing."""
+    return (
+        f"random {', '.join(shown.random)} (seed {shown.seed}): the pattern means nothing; "
+        "`attn trace` shows a trained model"
+    )
+
+
 def _maps(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown) -> Any:
     """Every head's weights (or the one --head picks) for the head view and figures."""
     from attncli.output.maps import AttentionMaps
@@ -90,7 +99,7 @@ def _maps(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown) -> Any:
         [""],
         [f"head {h}" for h in heads],
         None if allowed is None else allowed[None],
-        f"{kind}, {plural(n_head, 'head')}",
+        f"{kind}, {plural(n_head, 'head')}" + (f" — {random_line(shown)}" if shown.random else ""),
         shown.style.scale(steps.weights[heads]),
     )
 
@@ -142,13 +151,11 @@ def _view(
         for name in ("d_in", "d_z", "d_attn", "d_v", "d_out")
         if name in dims and (name != "d_v" or "wo" in inputs.weights)
     )
-    random = shown.random
-    seed = f"seed {shown.seed}: random {', '.join(random)}" if random else "no random weights"
     details = [
         sizes,
         f"{plural(n_head, 'head')} of d_head {dims['d_head']}",
         settings_line(inputs.options, _call(inputs, steps), steps.heads.allowed),
-        seed,
+        *([] if shown.random else ["no random weights"]),
     ]
     allowed = steps.heads.allowed
     description = inputs.description
@@ -157,6 +164,7 @@ def _view(
         f"X {inputs.x.shape[0]}×{dims['d_in']}{z_part} → output {steps.output.shape[0]}×{dims['d_out']}\n",
         f"{description}\n" if description else "",
         " · ".join(details),
+        *(("\n", (random_line(shown), "bold")) if shown.random else ()),
     )
     parts: list = [header]
     heads, more_heads = first_lines(n_head, SHOWN_TABLES, "heads (--head N shows one)")
