@@ -7,10 +7,10 @@ import math
 
 import numpy as np
 import pytest
+from test_self import problem, save
 
 from reference import multi_head as reference
 from reference import rotate
-from test_self import problem, save
 
 TOL = 1e-9
 
