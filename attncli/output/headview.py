@@ -385,7 +385,9 @@ SCRIPT = r"""
           var x = ok(q, k) ? E.scores[q][k] * S / T + (E.bias ? E.bias[q][k] : 0) : -Infinity;
           logits.push(x); if (x > top) top = x;
         }
-        var sum = 0, row = logits.map(function (x) { var e = top === -Infinity ? 0 : Math.exp(x - top); sum += e; return e; });
+        var sum = 0, row = logits.map(function (x) {
+          var e = top === -Infinity ? 0 : Math.exp(x - top); sum += e; return e;
+        });
         out.push(row.map(function (e) { return sum > 0 ? e / sum : 0; }));
       }
       return out;
@@ -404,7 +406,7 @@ SCRIPT = r"""
     function update() {
       var P = weights(), largest = 0;
       P.forEach(function (row) { row.forEach(function (w) { if (w > largest) largest = w; }); });
-      var top = largest > 0 && largest < 0.5 ? largest : 1;  // as the terminal: to the largest when no weight reaches 0.5
+      var top = largest > 0 && largest < 0.5 ? largest : 1;  // as the terminal: to the largest below 0.5
       var table = document.getElementById("explore-weights"); table.textContent = "";
       var head = document.createElement("tr"); cell(head, "weights", "th");
       data.keys.forEach(function (k) { cell(head, k, "th"); }); table.appendChild(head);
