@@ -413,7 +413,10 @@ SCRIPT = r"""
       for (var q = 0; q < nq; q++) {
         var tr = document.createElement("tr"); cell(tr, data.queries[q], "th");
         for (var k = 0; k < nk; k++) {
-          if (!ok(q, k)) { var f = cell(tr, "\u2013", "forbidden"); f.dataset.q = q; f.dataset.k = k; f.title = "forbidden"; continue; }
+          if (!ok(q, k)) {
+            var f = cell(tr, "\u2013", "forbidden"); f.dataset.q = q; f.dataset.k = k; f.title = "forbidden";
+            continue;
+          }
           var td = cell(tr, P[q][k].toFixed(3), "weight"), c = colour(P[q][k] / top);
           td.style.background = c[0]; td.style.color = c[1];
           td.dataset.q = q; td.dataset.k = k; td.dataset.w = P[q][k];
@@ -433,7 +436,7 @@ SCRIPT = r"""
         }
         output.appendChild(row);
       }
-      var given = S === E.scale ? " (" + E.scaleText + ")" : " (" + E.scaleText + " \u00d7 " + (S / E.scale).toPrecision(3) + ")";
+      var given = " (" + E.scaleText + (S === E.scale ? "" : " \u00d7 " + (S / E.scale).toPrecision(3)) + ")";
       document.getElementById("temperature-value").textContent = "T = " + T.toPrecision(3);
       document.getElementById("scale-value").textContent = S.toPrecision(4) + given;
       document.getElementById("formula").textContent = "weights = softmax(scores \u00d7 " + S.toPrecision(4) +
