@@ -138,3 +138,29 @@ def test_errors_are_the_same_as_run(attn, samples, tmp_path):
         attn.fails("explain", samples / "colors.yaml", "--temperature", "0", code=2)
         == "temperature must be a positive finite number, got 0.0"
     )
+
+
+def test_a_person_paging_json_is_told_about_the_table(attn, samples, monkeypatch):
+    """`attn explain … | less` on a terminal: JSON (a pipe), and a note on the terminal's stderr naming -f table;
+    a script (stderr not a terminal) or a chosen format gets no note."""
+    import attncli.cli.emit as emit
+
+    monkeypatch.setattr(emit, "stderr_is_terminal", lambda: True)
+    out, notes = attn.json_and_notes("explain", samples / "colors.yaml")
+    assert out["query"] == "#8517dc" and notes == [
+        "stdout is not a terminal, so this is JSON; -f table writes the steps "
+        "(FORCE_COLOR=1 attn explain … -f table | less -R keeps the colours)"
+    ]
+    assert attn.json_and_notes("explain", samples / "colors.yaml", "-f", "json")[1] == []
+    monkeypatch.setattr(emit, "stderr_is_terminal", lambda: False)
+    assert attn.json_and_notes("explain", samples / "colors.yaml")[1] == []
+
+
+def test_made_up_vectors_say_so_in_the_header(attn, samples):
+    """Seed 000's footnote names its made-up vectors fruit, apple, banana and chair: its sample says they are
+    labels, not meanings, in explain's header and run's."""
+    said = "Seed 000's footnote: made-up vectors (the names are labels, not meanings)"
+    assert said in attn("explain", samples / "footnote.yaml", "-f", "table").stdout
+    assert said in attn("run", samples / "footnote.yaml", "-f", "table").stdout
+    out = attn.json("explain", samples / "footnote.yaml", "--scale", "1")
+    assert out["scores"] == [[-3, 0, 3]] and out["columns"] == ["value"]

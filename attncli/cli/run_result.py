@@ -92,6 +92,7 @@ def run_result(
             ("attention ", "bold"),
             f"Q {shape_text(tuple(shapes['q']))} · K {shape_text(tuple(shapes['k']))} · "
             f"V {shape_text(tuple(shapes['v']))} → output {shape_text(out_shape)}{layout}\n",
+            f"{inputs.description}\n" if inputs.description else "",
             settings_line(options, call, steps.allowed),
             grouping(q.shape, k.shape),
             computed_in(inputs, steps),

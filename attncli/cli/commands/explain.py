@@ -111,6 +111,7 @@ def explain(
     as 'attn run'; for tensors, one (batch, head) is explained. In a pipe:
     JSON with scores, scaled, logits, weights, output.
     """
+    json_by_default(out)
     if dout is not None and not grad:
         raise UsageError("--dout is for the backward pass", hint="add --grad")
     inputs = read_inputs(files, attention, reading.settings(), layout, wanted=("dout",) if grad else ())
@@ -119,6 +120,19 @@ def explain(
     if inputs.tensors or steps.rotated is not None:
         inputs, steps = one_head(inputs, steps, batch, head)
     return explain_result(inputs, steps, precision, pick_query(inputs.queries, query, "Q"), look.style(), backward)
+
+
+def json_by_default(out: OutputFlags) -> None:
+    """explain's output is a walk through the steps; into a pipe it is JSON (right for jq). When a
+    person watches stderr and chose no format, say how to page the walk (``| less`` is a wall of JSON)."""
+    from attncli.cli.emit import is_terminal, stderr_is_terminal
+    from attncli.cli.notes import note
+
+    if out.fmt is None and not is_terminal() and stderr_is_terminal():
+        note(
+            "stdout is not a terminal, so this is JSON; -f table writes the steps "
+            "(FORCE_COLOR=1 attn explain … -f table | less -R keeps the colours)"
+        )
 
 
 def backward_of(
