@@ -164,3 +164,18 @@ def test_made_up_vectors_say_so_in_the_header(attn, samples):
     assert said in attn("run", samples / "footnote.yaml", "-f", "table").stdout
     out = attn.json("explain", samples / "footnote.yaml", "--scale", "1")
     assert out["scores"] == [[-3, 0, 3]] and out["columns"] == ["value"]
+
+
+def test_the_score_step_says_when_length_beats_direction(attn, tmp_path, samples):
+    """Seed 000's footnote: a = [1, 1, 1] scores 1000 with b = [1000, 0, 0] and 6 with c = [2, 2, 2], though c
+    points its way; explain says so, with the cosines, and the terms that made each score."""
+    (tmp_path / "b.yaml").write_text("q: {a: [1, 1, 1]}\nk: {b: [1000, 0, 0], c: [2, 2, 2]}\nv: [1, 2]\n")
+    text = " ".join(attn("explain", tmp_path / "b.yaml", "-f", "table").stdout.split())
+    assert (
+        "Here length, not direction, decides: b has the biggest score with a (1000.000, length 1000.000), but c "
+        "points most nearly the same way (cosine 1.000 against 0.577, length 3.464)."
+    ) in text
+    assert "--similarity cosine compares directions only" in text
+    assert "a · b = 1000.000: d0 1.000 × 1000.000 = 1000.000, d1 1.000 × 0.000 = 0.000" in text
+    footnote = " ".join(attn("explain", samples / "footnote.yaml", "-f", "table").stdout.split())
+    assert "length, not direction" not in footnote  # chair wins by direction too
