@@ -358,7 +358,7 @@ def score_terms(page: Page) -> list[Any]:
         products = q * k[j]  # [d_k], the terms of q·k_j
         top = np.argsort(-np.abs(products), kind="stable")[:TOP_TERMS]
         named = ", ".join(
-            f"{names[d]} {factor(float(q[d]), p)} × {factor(float(k[j, d]), p)} = {fmt(float(products[d]), p)}"
+            f"{names[d]} {factor(float(q[d]), p)} × {factor(float(k[j, d]), p)} = {fmt(float(products[d]) + 0.0, p)}"
             for d in top
         )
         lines.append(f"{query} · {page.inputs.keys[j]} = {fmt(float(dots[j]), p)}: {named}")
