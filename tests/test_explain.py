@@ -179,3 +179,11 @@ def test_the_score_step_says_when_length_beats_direction(attn, tmp_path, samples
     assert "a · b = 1000.000: d0 1.000 × 1000.000 = 1000.000, d1 1.000 × 0.000 = 0.000" in text
     footnote = " ".join(attn("explain", samples / "footnote.yaml", "-f", "table").stdout.split())
     assert "length, not direction" not in footnote  # chair wins by direction too
+
+
+def test_the_scale_step_speaks_of_more_numbers_not_longer_vectors(attn, samples):
+    """Step 3 once said "dot products of longer vectors spread wider", meaning more dimensions; a learner
+    reads "larger". It says how many numbers a dot product adds up."""
+    text = " ".join(attn("explain", samples / "colors.yaml", "-f", "table").stdout.split())
+    assert "the more numbers a dot product adds up (d_k of them), the wider its values spread" in text
+    assert "longer vectors" not in text
