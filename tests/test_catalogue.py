@@ -78,6 +78,27 @@ BOMB = "\n".join(
     + [f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join(['*' + chr(96 + i)] * 10)}]" for i in range(1, 10)]
 )
 QKV = ["{s}/q.csv", "{s}/k.csv", "{s}/v.csv"]
+
+
+class TinyModel:
+    """A row's model: a tiny random one of the tests' own, written into the row's folder
+    under the name it is given (``{"bert": TinyModel("bert")}`` is ``{d}/bert``)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def write(self, path) -> None:
+        if self.kind == "bert":
+            from test_trace import write_model
+
+            write_model(path)
+        else:
+            import decoder_models as dm
+
+            dm.refs.write_folder(path, self.kind, tokenizer=dm.refs.train_tokenizer())
+
+
+BERT, GPT2 = {"bert": TinyModel("bert")}, {"gpt2": TinyModel("gpt2")}
 T = ["{d}/q.npy", "{d}/k.npy", "{d}/v.npy"]  # tensors: Q [1, 4, 3, 8], K and V [1, 2, 5, 8]
 TENSORS = {
     "q.npy": npy(np.ones((1, 4, 3, 8))),
@@ -1697,6 +1718,85 @@ CATALOGUE = [
         "model.safetensors and vocab.txt or tokenizer.json)",
     ),
     (
+        "trace --generate on an encoder",
+        BERT,
+        ["trace", "the car", "-m", "{d}/bert", "--generate", "3"],
+        2,
+        "--generate: BERT is an encoder, which predicts no next token "
+        "(generate with a decoder: GPT-2, Llama, Mistral, Qwen2)",
+    ),
+    (
+        "trace --top-next on an encoder",
+        BERT,
+        ["trace", "the car", "-m", "{d}/bert", "--top-next", "3"],
+        2,
+        "--top-next: BERT is an encoder, which predicts no next token "
+        "(predict with a decoder: GPT-2, Llama, Mistral, Qwen2)",
+    ),
+    (
+        "trace a text longer than a decoder's positions",
+        GPT2,
+        ["trace", "The car" * 20, "-m", "{d}/gpt2"],
+        1,
+        "the text is 40 tokens but the model takes at most 32 (shorten it)",
+    ),
+    (
+        "trace --generate past a decoder's positions",
+        GPT2,
+        ["trace", "The car" * 10, "-m", "{d}/gpt2", "--generate", "13"],
+        1,
+        "the text is 20 tokens and 13 more to generate but the model takes at most 32 (shorten it or generate fewer)",
+    ),
+    (
+        "trace --query not among a decoder's tokens",
+        GPT2,
+        ["trace", "The car", "-m", "{d}/gpt2", "--query", "bus"],
+        2,
+        "--query 'bus' is not a token of the text (its tokens: The ' car')",
+    ),
+    (
+        "trace --summary with --query",
+        {},
+        ["trace", "the car", "-m", "{d}", "--summary", "--query", "car"],
+        2,
+        "--summary summarises every query of every head; --query shows weights (give one of them)",
+    ),
+    (
+        "trace --summary as npy",
+        {},
+        ["trace", "the car", "-m", "{d}", "--summary", "-f", "npy"],
+        2,
+        "--summary is a table: npy writes weights (use json, or leave out --summary)",
+    ),
+    (
+        "trace --summary as safetensors",
+        {},
+        ["trace", "the car", "-m", "{d}", "--summary", "-f", "safetensors"],
+        2,
+        "--summary is a table: safetensors writes weights (use json, or leave out --summary)",
+    ),
+    (
+        "trace --aggregate as csv of every layer",
+        {},
+        ["trace", "the car", "-m", "{d}", "--aggregate", "mean", "-f", "csv"],
+        2,
+        "csv writes one matrix (pick one --layer, or use json or npy)",
+    ),
+    (
+        "trace --generate negative",
+        {},
+        ["trace", "the car", "-m", "{d}", "--generate", "-1"],
+        2,
+        "Invalid value for '--generate' / '-g'…",
+    ),
+    (
+        "trace --aggregate unknown",
+        {},
+        ["trace", "the car", "-m", "{d}", "--aggregate", "sum"],
+        2,
+        "Invalid value for '--aggregate'…",
+    ),
+    (
         "picture to a missing folder",
         {},
         ["run", "{s}/colors.yaml", "--svg", "{d}/no/such/x.svg"],
@@ -1922,7 +2022,10 @@ def test_catalogue(attn, samples, tmp_path, row):
     stdin, env = (rest + [None, None])[:2]
     for name, content in files.items():
         path = tmp_path / name
-        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        if isinstance(content, TinyModel):
+            content.write(path)
+        else:
+            path.write_bytes(content.encode() if isinstance(content, str) else content)
     fill = {"d": str(tmp_path), "s": str(samples)}
     line = attn.fails(*(a.format(**fill) for a in args), code=code, input=stdin, env=env)
     expected = message.replace("{d}", fill["d"]).replace("{s}", fill["s"])

@@ -126,7 +126,9 @@ def test_the_tokenizer_is_rebuilt_from_the_vocabulary(tmp_path, tokenizer):
 def test_trace_reads_a_gguf_from_the_command_line(attn, tmp_path, tokenizer):
     path = dm.write_gguf(tmp_path / "m.gguf", "llama", dm.refs.random_tensors("llama"), tokenizer, qtype="Q8_0")
     out = attn.json("trace", "The pink elephant", "-m", path, "--layer", "1")
-    assert out["tokens"][-1] == "Ġelephant" and np.array(out["weights"]).shape == (1, 4, 6, 6)
+    w = np.array(out["weights"], dtype=float)  # null, a pair causal attention forbids, is NaN
+    assert out["tokens"][-1] == " elephant" and w.shape == (1, 4, 6, 6)
+    assert np.isnan(w[0, :, 0, 1:]).all() and not np.isnan(w[0, :, 5]).any()
     assert (
         attn.fails("trace", "x", "-m", path, "--svg", path, code=2) == f"{path}: --svg names an input of this run "
         "(attn never writes over its inputs: give the picture another name)"

@@ -326,3 +326,23 @@ def test_short_labels_keep_the_queries_title_whole_and_one_head_shows_no_button(
     body = Drawn(probed(html, PROBE_LAYOUT, tmp_path)[0]).body
     assert float(body["data-title-left"]) >= 0  # "queries", not "ueries"
     assert body["data-heads"] == "none"  # no lone "weights" button
+
+
+def test_a_decoder_page_draws_no_forbidden_pair_and_numbers_leave_them_out(tmp_path, attn):
+    """The causal triangle travels as NaN: no line, and the numbers say how many are forbidden, never 0."""
+    pytest.importorskip("tokenizers")
+    import decoder_models as dm
+
+    folder = dm.refs.write_folder(tmp_path / "gpt2", "gpt2", tokenizer=dm.refs.train_tokenizer())
+    html = tmp_path / "causal.html"
+    result = attn("trace", "The pink elephant", "-m", folder, "--layer", "0", "--html", html)
+    assert result.exit_code == 0, result.output
+    weights = np.array(json.loads(result.stdout)["weights"], dtype=float)[0]  # [heads, n, n], null as NaN
+    n = weights.shape[-1]
+    dom, log = load(html, "#heads=0&query=1")
+    drawn = Drawn(dom)
+    assert browser_errors(log) == [] and "data-error" not in drawn.body
+    assert all(int(a["data-k"]) <= int(a["data-q"]) for a in drawn.lines)  # nothing above the diagonal
+    numbers = re.search(r'<div id="numbers">(.*?)</div>', dom, re.S).group(1)
+    assert f"({n - 2} forbidden)" in numbers and "0.0000" not in numbers
+    assert f"{weights[0, 1, 0]:.4f}" in numbers

@@ -133,6 +133,7 @@ class Data:
         for name, values in self.arrays.items():
             np.save(self.path(name), values)
         self._model: Path | None = None
+        self._decoder: Path | None = None
         self._plain: dict[tuple[str, bool], dict] = {}
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -153,6 +154,15 @@ class Data:
 
             self._model = write_model(self.folder / "tiny-bert")
         return self._model
+
+    @property
+    def decoder(self) -> Path:
+        """A tiny GPT-2 (32 positions) for the decoders' options of attn trace."""
+        if self._decoder is None:
+            import decoder_models as dm
+
+            self._decoder = dm.refs.write_folder(self.folder / "gpt2", "gpt2", tokenizer=dm.refs.train_tokenizer())
+        return self._decoder
 
     def plain(self, command: str, tensors: bool = False) -> list[Any]:
         """The arguments of a run of ``command`` with no integer option given."""
@@ -430,6 +440,46 @@ def trace_pick(axis: int, flag: str, n: int) -> Callable[[str, int, Data], None]
     return check
 
 
+def trace_top_next(command: str, value: int, data: Data) -> None:
+    """--top-next K: a decoder's K likeliest next tokens (at most its vocabulary), largest first;
+    0 for none; an encoder predicts nothing."""
+    outcome = run("trace", "the pink elephant", "-m", data.decoder, "--layer", "0", "--top-next", value, "-f", "json")
+    encoder = run("trace", *data.plain("trace"), "--top-next", value, "-f", "json")
+    if value < 0:
+        outcome.refused(2)
+        encoder.refused(2)
+        return
+    got = outcome.json()
+    if value == 0:
+        assert "next" not in got
+        assert encoder.json() == data.plain_json("trace")
+        return
+    p = got["next"]["probabilities"]
+    assert len(p) == min(value, 320) and p == sorted(p, reverse=True) and sum(p) <= 1 + 1e-9
+    assert encoder.refused(2).startswith("--top-next: BERT is an encoder")
+
+
+def trace_generate(command: str, value: int, data: Data) -> None:
+    """--generate N: N more tokens, greedy (fewer after an end-of-text token), within the
+    decoder's 32 positions; refused past them and on an encoder."""
+    outcome = run("trace", "the pink elephant", "-m", data.decoder, "--layer", "0", "--generate", value, "-f", "json")
+    prompt = 7  # "the pink elephant" in the tiny tokenizer's tokens
+    if value < 0:
+        outcome.refused(2)
+    elif prompt + value > 32:
+        assert outcome.refused(1) == (
+            f"the text is {prompt} tokens and {value} more to generate but the model takes at most 32 "
+            "(shorten it or generate fewer)"
+        )
+    else:
+        got = outcome.json()
+        generated = got.get("generated", [])
+        assert len(got["tokens"]) == prompt + len(generated) and len(generated) <= value
+        assert (len(generated) == value) or generated[-1] == "<|endoftext|>"
+    if value > 0:
+        assert run("trace", *data.plain("trace"), "--generate", value).refused(2).startswith("--generate: BERT")
+
+
 @dataclass(frozen=True)
 class Recipe:
     check: Callable[[str, Any, Data], None]
@@ -456,6 +506,8 @@ RECIPES: dict[Any, Recipe] = {
     ("trace", "layers"): Recipe(trace_pick(0, "--layer", 2), examples=(*SPECIAL, -2, -3, 2)),
     ("trace", "heads"): Recipe(trace_pick(1, "--head", 2), examples=(*SPECIAL, -2, -3, 2)),
     ("trace", "query"): Recipe(trace_pick(2, "--query", 5), examples=(*SPECIAL, -5, -6)),
+    ("trace", "top_next"): Recipe(trace_top_next, examples=(*SPECIAL, 319, 320, 321)),
+    ("trace", "generate"): Recipe(trace_generate, examples=(*SPECIAL, 25, 26)),
 }
 
 

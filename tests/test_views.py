@@ -312,21 +312,27 @@ def test_trace_query_grid_never_cuts_at_80_or_100_columns(attn, monkeypatch, col
     assert all(len(line) <= columns for line in text.splitlines())
     assert "…" not in text
     head_11 = [line for line in text.splitlines() if line.startswith("head 11 ")]
-    assert any(line.rstrip().endswith("elephant 0.37") for line in head_11)  # the README's headline
+    assert any(
+        line.rstrip().endswith("elephant 0.37 (0.40)") for line in head_11
+    )  # the README: every token looks there
     assert "layer 5" in text
 
 
 def test_trace_query_grid_shortens_long_tokens_with_a_legend():
-    from attncli.cli.commands.trace import Selection, query_grid
-    from attncli.models.running import Trace
+    from types import SimpleNamespace
+
+    from attncli.cli.trace_run import Traced
+    from attncli.cli.trace_views import query_grid
 
     tokens = ["[CLS]", "it", "supercalifragilistic", "superb", "[SEP]"]
-    weights = np.zeros((2, 3, 5, 5))
+    weights = np.zeros((2, 3, 1, 5))
     weights[..., 2] = 0.9  # every head of every layer looks at the long token
     weights[..., 1] = 0.1
-    trace = Trace(tokens, [True, False, False, False, True], np.zeros((5, 2)), weights)
-    sel = Selection(trace, [0, 1], [0, 1, 2], [1], list(range(5)), 1)
-    text = plain(render(query_grid(sel, 2, ViewStyle()), width=80))
+    model = SimpleNamespace(family=SimpleNamespace(decoder=None))
+    traced = Traced(
+        model, tokens, [True, False, False, False, True], list(range(5)), [0, 1], [0, 1, 2], [1], 1, weights, None
+    )
+    text = plain(render(query_grid(traced, 2, ViewStyle()), width=80))
     short = abbreviate(tokens, 10)[2]
     assert short == "superc…tic"
     assert text.count(f"{short} 0.90") == 6

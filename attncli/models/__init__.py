@@ -38,7 +38,8 @@ The modules, one job each:
     gpt2.py         the GPT-2 family (a decoder)
     llama.py        the Llama family: Llama, Mistral, Qwen2 (decoders)
     decoder.py      a decoder's layers driven with a KV cache; Selection, Kept, HeadSummaries
-    decoding.py     decode, generate -> Decoded (tokens, weights, next-token predictions)
+    decoding.py     decode, generate -> Decoded (tokens, weights, next-token predictions); predictions
+    aggregates.py   maps combined: over heads (mean, max), through layers (rollout)
     blocks.py       what families share: Linear, Norm, dense, layer_norm, rms_norm, activations
     pooling.py      sentence-transformers' pooling modes
     running.py      tokenize, trace, sentence_embeddings (encoders, and decoders as they)

@@ -41,12 +41,15 @@ KEPT_BYTES = 2 << 30  # the selection's weights, held to be shown: refused above
 @dataclass(frozen=True)
 class Selection:
     """The weights to keep: layers, heads and query positions (None: all of them;
-    negative counts from the end), and whether to summarise every head."""
+    negative counts from the end), whether to summarise every head, and whether to
+    sum the kept heads' weights over every query (``columns``: how much all the
+    queries together give each key, beside the few rows kept)."""
 
     layers: tuple[int, ...] | None = None
     heads: tuple[int, ...] | None = None
     queries: tuple[int, ...] | None = None
     summaries: bool = False
+    columns: bool = False
 
     @classmethod
     def nothing(cls) -> Selection:
@@ -92,6 +95,16 @@ class _Sums:
         return HeadSummaries(*(m.astype(np.float32) for m in mean))
 
 
+def summarise(weights: np.ndarray) -> HeadSummaries:
+    """The summaries of weights held whole (an encoder's trace): [n_layer, n_head, n, n]
+    -> HeadSummaries, averaged over the queries after the first as a decoder's are."""
+    n_layer, n_head, n = weights.shape[0], weights.shape[1], weights.shape[-1]
+    sums = _Sums(n_layer, n_head)
+    for layer in range(n_layer):
+        sums.add(layer, slice(None), weights[layer], np.arange(n))
+    return sums.result(n - 1)
+
+
 @dataclass
 class Kept:
     """What one pass keeps: the selection resolved against the sequence."""
@@ -102,6 +115,9 @@ class Kept:
     weights: np.ndarray  # [len(layers), len(heads), len(queries), n] float32; 0 where a query may not attend
     sums: _Sums | None  # the head summaries as they are summed; None when not asked
     n_head: int
+    columns: np.ndarray | None = (
+        None  # [len(layers), len(heads), n] float64: each key's weights summed over every query
+    )
 
     @classmethod
     def plan(cls, selection: Selection, n_layer: int, n_head: int, n: int) -> Kept:
@@ -118,7 +134,8 @@ class Kept:
             )
         weights = np.zeros((len(layers), len(heads), len(queries), n), dtype=np.float32)
         sums = _Sums(n_layer, n_head) if selection.summaries else None
-        return cls(layers, heads, queries, weights, sums, n_head)
+        columns = np.zeros((len(layers), len(heads), n)) if selection.columns else None
+        return cls(layers, heads, queries, weights, sums, n_head, columns)
 
     @property
     def summaries(self) -> HeadSummaries | None:
@@ -151,6 +168,12 @@ class _LayerKeep:
                     self.kept.sums.add(self.layer, h, w[a], positions)
         if self.slot is None:
             return
+        if self.kept.columns is not None:
+            for a, h in enumerate(heads):
+                if h in self.kept.heads:
+                    self.kept.columns[self.slot, self.kept.heads.index(h), : w.shape[-1]] += w[a].sum(
+                        axis=0, dtype=np.float64
+                    )
         rows = [(b, q - start) for b, q in enumerate(self.kept.queries) if start <= q < start + w.shape[-2]]
         if not rows:
             return

@@ -58,6 +58,9 @@ class Decoded:
     weights: np.ndarray  # [len(layers), len(heads), len(queries), n] float32; 0 where a query may not attend
     allowed: np.ndarray  # [len(layers), len(queries), n] bool: where each query may attend (causal, window)
     summaries: HeadSummaries | None  # every layer and head, when asked
+    columns: (
+        np.ndarray | None
+    )  # [len(layers), len(heads), n] float64, when asked: each key's weights summed over every query
     next: list[Prediction]  # at the positions asked (the last by default)
     hidden: np.ndarray  # [n, d_model] the final hidden states (after the final norm)
     attention: tuple[LayerAttention, ...]  # every layer's options and where each came from
@@ -199,10 +202,21 @@ def _traced(
         weights=kept.weights,
         allowed=allowed,
         summaries=kept.summaries,
+        columns=kept.columns,
         next=[_prediction(model, position, row, top_next) for position, row in zip(positions, p.logits, strict=True)],
         hidden=p.hidden,
         attention=attention,
     )
+
+
+def predictions(model: Model, decoded: Decoded, positions: Sequence[int], top_next: int = TOP_NEXT) -> list[Prediction]:
+    """The ``top_next`` likeliest next tokens after more positions of a decoded text,
+    from its final hidden states (the output head alone: no second pass)."""
+    steps = _steps(model)
+    n = len(decoded.ids)
+    at = [_position(p, n) for p in positions]
+    logits = steps.logits(model.params, model.config, decoded.hidden[at]) if at else np.zeros((0, 0))
+    return [_prediction(model, position, row, top_next) for position, row in zip(at, logits, strict=True)]
 
 
 def _position(position: int, n: int) -> int:

@@ -101,12 +101,12 @@ def text_width(labels: list[str]) -> float:
 def page_data(maps: AttentionMaps) -> dict[str, Any]:
     """What the page's script reads: names, shape, geometry, colours, and the
     weights [layers, heads, n_q, n_k] as little-endian float32 in base64
-    (forbidden pairs as 0: they get no line)."""
+    (forbidden pairs as NaN: they get no line, and the numbers leave them out)."""
     import numpy as np
 
     w = np.asarray(maps.weights, dtype="<f4")
     if maps.allowed is not None:
-        w = np.where(maps.allowed, w, np.float32(0))
+        w = np.where(maps.allowed, w, np.float32(np.nan))
     return {
         "title": maps.title,
         "queries": maps.queries,
@@ -340,14 +340,16 @@ SCRIPT = r"""
     if (!t) { out.textContent = "Hover over a token for its weights; click to keep them."; return; }
     var lines = [];
     state.heads.forEach(function (h) {
-      var pairs = [], n = t[0] === "q" ? nK : nQ;
+      var pairs = [], n = t[0] === "q" ? nK : nQ, forbidden = 0;
       for (var i = 0; i < n; i++) {
         var w = t[0] === "q" ? at(l, h, t[1], i) : at(l, h, i, t[1]);
+        if (w !== w) { forbidden++; continue; }  // NaN: a pair the mask forbids, not a weight of 0
         pairs.push([w, t[0] === "q" ? data.keys[i] : data.queries[i]]);
       }
       pairs.sort(function (a, b) { return b[0] - a[0]; });
       lines.push(data.heads[h] + ": " + pairs.slice(0, 8).map(function (p) {
-        return p[1] + " " + fmt(p[0]); }).join("  ") + (pairs.length > 8 ? "  \u2026" : ""));
+        return p[1] + " " + fmt(p[0]); }).join("  ") + (pairs.length > 8 ? "  \u2026" : "") +
+        (forbidden ? "  (" + forbidden + " forbidden)" : ""));
     });
     var who = t[0] === "q" ? data.queries[t[1]] + " attends to" : data.keys[t[1]] + " is attended by";
     out.textContent = who + (data.layers[l] ? " (" + data.layers[l] + ")" : "") + ":\n" + lines.join("\n");
