@@ -339,6 +339,22 @@ def explain_query(command: str, value: int, data: Data) -> None:
     close(got["output"], want_out, 1e-9)
 
 
+def self_query(command: str, value: int, data: Data) -> None:
+    """attn self --explain --query N: the token at row N of X, else refused."""
+    eye = data.path("eye")
+    outcome = run(
+        "self", data.path("x"), "--wq", eye, "--wk", eye, "--wv", eye, "--explain", "--query", value, "-f", "json"
+    )
+    if not 0 <= value < N_Q:
+        assert outcome.refused(2) == f"--query {value}: no such query (X has rows 0 to 2; give a number or a label)"
+        return
+    got = outcome.json()["explain"]
+    assert got["query_index"] == value
+    want_out, want_weights = reference(data["x"], data["x"], data["x"])
+    close(got["weights"], want_weights[value], 1e-9)
+    close(got["output"], want_out[value], 1e-9)
+
+
 def self_heads(command: str, value: int, data: Data) -> None:
     eye = data.path("eye")
     outcome = run("self", data.path("x"), "--wq", eye, "--wk", eye, "--wv", eye, "--heads", value, "-f", "json")
@@ -504,6 +520,7 @@ RECIPES: dict[Any, Recipe] = {
     "head": Recipe(tensor_view("--head")),
     "layer": Recipe(model_layer, examples=(*SPECIAL, 2)),
     ("explain", "query"): Recipe(explain_query, examples=(*SPECIAL, 2, 3)),
+    ("self", "query"): Recipe(self_query, examples=(*SPECIAL, 2, 3)),
     ("self", "heads"): Recipe(self_heads, examples=(*SPECIAL, 2, 3)),
     ("self", "head"): Recipe(self_head),
     ("self", "seed"): Recipe(self_seed, examples=(*SPECIAL, 2**32, 2**64 + 1)),
@@ -556,6 +573,7 @@ def test_every_integer_option_has_a_recipe():
         ("trace", "layers"),
         ("trace", "query"),
         ("explain", "query"),
+        ("self", "query"),
         ("softmax", "precision"),
     } <= set(OPTIONS)
     missing = [f"attn {command} {name}" for command, name in OPTIONS if recipe_of(command, name) is None]

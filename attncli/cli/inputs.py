@@ -78,7 +78,9 @@ class Inputs:
 
     @property
     def columns(self) -> list[str]:
-        return self.v.col_labels or [f"d{i}" for i in range(self.v.shape[-1])]
+        from attncli.output.labels import value_columns
+
+        return self.v.col_labels or value_columns(self.v.shape[-1])
 
     @property
     def query_colours(self) -> Any:

@@ -94,6 +94,7 @@ def run_result(
             ("attention ", "bold"),
             f"Q {shape_text(tuple(shapes['q']))} · K {shape_text(tuple(shapes['k']))} · "
             f"V {shape_text(tuple(shapes['v']))} → output {shape_text(out_shape)}{layout}\n",
+            f"{inputs.description}\n" if inputs.description else "",
             settings_line(options, call, steps.allowed),
             grouping(q.shape, k.shape),
             computed_in(inputs, steps),
@@ -149,9 +150,11 @@ def run_result(
 
         top = (style or ViewStyle()).scale(steps.weights)
         if not inputs.tensors:
-            return AttentionMaps.single(
+            maps = AttentionMaps.single(
                 steps.weights, inputs.queries, inputs.keys, steps.allowed, "attention weights", top
             )
+            maps.explore = explore(inputs, steps)
+            return maps
         batches, heads = sorted({b for b, _ in shown}), sorted({h for _, h in shown})
 
         def grid(values: np.ndarray) -> np.ndarray:  # [..., H, n_q, n_k] -> [batches, heads, n_q, n_k]
@@ -170,6 +173,34 @@ def run_result(
         )
 
     return Result(data, view, matrices, maps)
+
+
+def explore(inputs: Inputs, steps: Steps) -> Any:
+    """What the page needs to recompute the weights for another temperature and scale
+    (``headview.Explore``): a matrix of at most EXPLORE_TOKENS queries and keys, with no
+    setting the page does not redo (soft-cap, ALiBi, sinks); else None."""
+    import numpy as np
+
+    from attncli.output.headview import EXPLORE_TOKENS, Explore
+
+    options = inputs.options
+    n_q, n_k = steps.weights.shape[-2:]
+    if inputs.tensors or max(n_q, n_k) > EXPLORE_TOKENS:
+        return None
+    if options.softcap is not None or options.uses_alibi or options.sinks is not None:
+        return None
+    forbidden = ~np.isfinite(steps.logits)
+    said = "given" if options.scale is not None else "cosine" if options.similarity == "cosine" else None
+    return Explore(
+        steps.scores,
+        inputs.v.values,
+        inputs.columns,
+        steps.scale,
+        options.temperature,
+        said or f"1/√{inputs.q.shape[-1]}",
+        None if not forbidden.any() else ~forbidden,
+        options.bias,
+    )
 
 
 def computed_in(inputs: Inputs, steps: Steps) -> str:
