@@ -91,10 +91,24 @@ def test_the_reference_holds_blas_to_every_core(blas_at_3, monkeypatch):
     seen = []
     original = reference.softmax
     monkeypatch.setattr(reference, "softmax", lambda *a, **kw: seen.append(blas_threads()) or original(*a, **kw))
-    q, k, v, _ = inputs(n=20)
+    q, k, v, _ = inputs(n=1024)  # 3 × 32,768 numbers: past parallel.SMALL_INPUTS
     attention(q, k, v, implementation="reference")
     assert seen == [[1]]
     assert blas_threads() == [3]
+
+
+def test_small_inputs_leave_blas_alone(blas_at_3, monkeypatch):
+    """A small problem's products start no BLAS threads: the reference does not pay threadpoolctl for them."""
+    import attncli.core.parallel as parallel
+    import attncli.core.reference as reference
+
+    monkeypatch.setattr(parallel, "_cores", lambda: 1)
+    seen = []
+    original = reference.softmax
+    monkeypatch.setattr(reference, "softmax", lambda *a, **kw: seen.append(blas_threads()) or original(*a, **kw))
+    q, k, v, _ = inputs(n=20)
+    attention(q, k, v, implementation="reference")
+    assert seen == [[3]]
 
 
 def test_a_limit_never_raises_blas_above_what_it_was(monkeypatch):

@@ -12,7 +12,7 @@ import typer
 
 from attncli.cli.paths import READS
 from attncli.errors import UsageError
-from attncli.vectors.table import UNKNOWN_POLICIES
+from attncli.vectors import UNKNOWN_POLICIES
 
 if TYPE_CHECKING:
     from attncli.readers import TextSettings

@@ -23,10 +23,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, nullcontext
 from functools import cache, wraps
-from typing import Any, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
+
+if TYPE_CHECKING:  # concurrent.futures (and logging with it) is imported when a pool is first needed
+    from concurrent.futures import ThreadPoolExecutor
 
 Params = ParamSpec("Params")
 Result = TypeVar("Result")
@@ -48,6 +50,8 @@ def map_blocks(fn, blocks: list, workers: int | None, progress) -> None:
                 if progress:
                     progress(done, len(blocks))
         return
+    from concurrent.futures import FIRST_EXCEPTION, Future, wait
+
     pool = _pool(workers)
     with one_blas_thread():
         futures: list[Future[Any]] = [pool.submit(fn, block) for block in blocks]
@@ -76,6 +80,8 @@ def _pool(workers: int) -> ThreadPoolExecutor:
     blocks finish faster than they are submitted would leave a kept pool at
     one thread for good. So its threads are started here, each held at a
     barrier until all are running."""
+    from concurrent.futures import ThreadPoolExecutor, wait
+
     with _pools_lock:
         if workers not in _pools:
             pool = ThreadPoolExecutor(workers, thread_name_prefix="attn-block")
@@ -120,12 +126,19 @@ def blas_held(workers: int | None) -> AbstractContextManager[Any]:
     return controller.limit(limits=limits) if limits else nullcontext()
 
 
+SMALL_INPUTS = 1 << 16  # numbers in a call's arrays below which BLAS runs on one thread anyway
+
+
 def on_attn_threads(fn: Callable[Params, Result]) -> Callable[Params, Result]:
     """``fn`` with BLAS held to attn's threads while it runs (``blas_held(None)``:
-    every core), for a computation on whole matrices."""
+    every core), for a computation on whole matrices. Small inputs run as they
+    are: BLAS starts no threads for their products, and holding it costs more
+    (threadpoolctl's import and its look at the loaded libraries, ~10 ms once)."""
 
     @wraps(fn)
     def held(*args: Params.args, **kwargs: Params.kwargs) -> Result:
+        if sum(getattr(a, "size", 0) for a in args) < SMALL_INPUTS:
+            return fn(*args, **kwargs)
         with blas_held(None):
             return fn(*args, **kwargs)
 

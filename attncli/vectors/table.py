@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from attncli.errors import AttnError
 from attncli.text import noun
+from attncli.vectors import UNKNOWN_POLICIES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -35,7 +36,6 @@ SUPPORTED = "GloVe text, word2vec/fastText text or binary, .npy with a words fil
 # and apostrophes stay ("x-ray", "o'clock").
 _PUNCT = string.punctuation + "“”‘’«»…–—¿¡"
 _LETTERS = "abcdefghijklmnopqrstuvwxyz"
-UNKNOWN_POLICIES = ("error", "skip", "zero")  # what to do with a word the table does not have
 NAMED = 10  # unknown words named (and given a suggestion) in one error; the rest are counted
 SCAN_WORDS = 32  # up to this many words are found by scanning the joined words; more build the index
 

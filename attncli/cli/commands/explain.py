@@ -10,12 +10,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.attend import every_step
 from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result
-from attncli.cli.explained import pick_query
-from attncli.cli.inputs import Inputs, output_gradient, read_inputs
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
     FilesArgument,
@@ -28,13 +25,13 @@ from attncli.cli.options import (
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OUTPUT_OR_WEIGHTS, OutputFlags, output_options
 from attncli.cli.paths import READS
-from attncli.cli.run_result import run_result, slice_of, slices
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from attncli.cli.inputs import Inputs
     from attncli.core.reference import Steps
     from attncli.output.heatmap import ViewStyle
 
@@ -111,6 +108,11 @@ def explain(
     as 'attn run'; for tensors, one (batch, head) is explained. In a pipe:
     JSON with scores, scaled, logits, weights, output.
     """
+
+    from attncli.cli.attend import every_step
+    from attncli.cli.explained import pick_query
+    from attncli.cli.inputs import read_inputs
+
     json_by_default(out)
     if dout is not None and not grad:
         raise UsageError("--dout is for the backward pass", hint="add --grad")
@@ -139,6 +141,9 @@ def backward_of(
     inputs: Inputs, steps: Steps, dout: str | None, reading: ReadFlags, batch: int | None, head: int | None
 ) -> dict[str, np.ndarray]:
     """The backward pass of the (batch, head) explained: dO, dP, delta, dS, dZ, dQ, dK, dV as matrices."""
+
+    from attncli.cli.inputs import output_gradient
+    from attncli.cli.run_result import slice_of
     from attncli.core.grad import attention_grad
 
     d_out = output_gradient(inputs, dout, reading.settings())
@@ -164,9 +169,11 @@ def explain_result(
     backward: dict[str, np.ndarray] | None = None,
 ) -> Result:
     """JSON with every step, and the step-by-step view, for query row ``i``."""
+
     import math
 
     from attncli.cli.explained import explain_view
+    from attncli.cli.run_result import run_result
 
     base = run_result(inputs, steps, precision, style=style)  # the JSON fields and matrices run writes
     data: dict[str, Any] = {
@@ -203,7 +210,10 @@ def explain_result(
 def one_head(inputs: Inputs, steps: Steps, batch: int | None, head: int | None) -> tuple[Inputs, Steps]:
     """The 2-D inputs and steps of one (batch, head) of tensors, to explain
     as any matrix; K and V from the head that query head serves (grouped-query)."""
+
     from dataclasses import replace
+
+    from attncli.cli.run_result import slice_of, slices
 
     b, h = batch or 0, head or 0
     slices(steps.weights.shape, b, h)  # a usage error when out of range

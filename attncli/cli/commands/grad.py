@@ -8,10 +8,7 @@ import typer
 
 from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
-from attncli.cli.describe import attention_data, call_of
 from attncli.cli.emit import Emitted, Result
-from attncli.cli.inputs import Inputs, output_gradient, read_inputs
-from attncli.cli.model_options import model_data, model_line
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
     BatchOption,
@@ -25,11 +22,11 @@ from attncli.cli.options import (
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS
-from attncli.cli.run_result import slice_of, slices
 from attncli.cli.views import View
 from attncli.errors import UsageError
 
 if TYPE_CHECKING:
+    from attncli.cli.inputs import Inputs
     from attncli.core.grad import Grads
 
 EXAMPLES = """\b
@@ -96,6 +93,8 @@ def grad(
     or --view numbers for number tables; in a pipe, JSON; npz and safetensors hold one
     entry per gradient.
     """
+
+    from attncli.cli.inputs import output_gradient, read_inputs
     from attncli.core.grad import attention_grad
 
     if view.value == "top":
@@ -119,6 +118,11 @@ def grad_result(
     """JSON, the terminal view and the emittable gradients of one backward pass.
     The view: a heatmap per gradient and head on the diverging scale (``view``
     auto or compact, as ``output.heatmap`` draws it), or number tables (numbers)."""
+
+    from attncli.cli.describe import attention_data, call_of
+    from attncli.cli.model_options import model_data, model_line
+    from attncli.cli.run_result import slice_of, slices
+
     named = {name: inputs.to_file_layout(g) if name in ("dq", "dk", "dv") else g for name, g in grads.named().items()}
     labels = {
         "dq": (inputs.q.row_labels, inputs.q.col_labels),
@@ -249,7 +253,10 @@ def more(pairs: list[tuple[int, int]], name: str) -> Any:
 def bias_slices(shape: tuple[int, ...], batch: int | None, head: int | None) -> list[tuple[int, int]]:
     """The (batch, head) pairs of dbias shown: --batch and --head choose along the
     bias's own axes, but for an axis it was broadcast along (size 1: one for all)."""
+
     import math
+
+    from attncli.cli.run_result import slices
 
     heads = shape[-3] if len(shape) > 2 else 1
     batches = math.prod(shape[:-3]) if len(shape) > 3 else 1

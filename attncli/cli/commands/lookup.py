@@ -10,10 +10,7 @@ import typer
 
 from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
-from attncli.cli.describe import attention_data, call_of, settings_line
 from attncli.cli.emit import Emitted, Result
-from attncli.cli.guards import check_attention
-from attncli.cli.io import source_name
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
     UNKNOWN_IS_AN_ERROR,
@@ -26,8 +23,6 @@ from attncli.cli.options import (
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS, READS_MODEL
-from attncli.cli.reading import read_matrix_named
-from attncli.cli.words import note_unknown, word_vectors
 from attncli.errors import AttnError, UsageError
 from attncli.text import parse_number, plural
 
@@ -128,8 +123,11 @@ def lookup(
     exactly as `attn run`, and the values are blended by those weights.
     Matching is case-insensitive.
     """
+
     import numpy as np
 
+    from attncli.cli.guards import check_attention
+    from attncli.cli.words import note_unknown
     from attncli.core.reference import reference
     from attncli.readers import Matrix
 
@@ -162,6 +160,9 @@ def _keys_and_values(
     keys: list[str] | None, values: list[str] | None, dict_file: str | None, settings: TextSettings
 ) -> tuple[list[str], Matrix | None]:
     """Key names and an optional [n_k, d_v] value Matrix, from --keys/--values or --dict."""
+
+    from attncli.cli.io import source_name
+    from attncli.cli.reading import read_matrix_named
     from attncli.readers import Matrix
 
     if (keys is None) == (dict_file is None):
@@ -228,6 +229,9 @@ class Embedding:
 
 def embedding(model: str | None, vectors: str | None, words_file: str | None, texts: list[str]) -> Embedding:
     """A sentence model given with --model, else word vectors (see ``word_vectors``)."""
+
+    from attncli.cli.words import word_vectors
+
     if model is None:
         table = word_vectors(vectors, words_file, texts)
         return Embedding(table.name, table.dim, len(table), table.embed)
@@ -255,8 +259,10 @@ def _result(
     precision: int,
 ) -> Result:
     """JSON, one table per query (score, weight bar, value) and emittable matrices."""
+
     from rich.text import Text
 
+    from attncli.cli.describe import attention_data, call_of, settings_line
     from attncli.output.render import lookup_table, stack
     from attncli.output.summary import SHOWN_TABLES, first_lines
 

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from attncli.cli.attend import every_step, output_only
 from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result
-from attncli.cli.inputs import read_inputs
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
     BatchOption,
@@ -19,7 +17,6 @@ from attncli.cli.options import (
     read_options,
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OUTPUT_OR_WEIGHTS, OutputFlags, output_options
-from attncli.cli.run_result import output_matrix, run_result
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 
 EXAMPLES = """\b
@@ -61,6 +58,11 @@ def run(
     is n_q×d_k, K is n_k×d_k, V is n_k×d_v; NPY, NPZ and safetensors tensors
     are (batch, heads, seq, dim), or with --layout bshd (batch, seq, heads, dim).
     """
+
+    from attncli.cli.attend import every_step, output_only
+    from attncli.cli.inputs import read_inputs
+    from attncli.cli.run_result import output_matrix, run_result
+
     inputs = read_inputs(files, attention, reading.settings(), layout)
     if out.only_matrix("output"):
         # Only the output is written: the blocked kernel never holds the weights.

@@ -17,9 +17,6 @@ import typer
 from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result
-from attncli.cli.explained import pick_query
-from attncli.cli.guards import check_attention
-from attncli.cli.notes import note
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
     UNKNOWN_IS_AN_ERROR,
@@ -53,7 +50,6 @@ from attncli.cli.self_inputs import (
     WvOption,
     read_self_inputs,
 )
-from attncli.cli.self_result import SelfShown, self_result
 from attncli.cli.settings import given_on_command_line
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
@@ -167,6 +163,12 @@ def self_attention(
     one heatmap per head and the output. In a pipe: one JSON object with
     queries, keys, weights (heads × n_q × n_k), output and the projections.
     """
+
+    from attncli.cli.explained import pick_query
+    from attncli.cli.guards import check_attention
+    from attncli.cli.notes import note
+    from attncli.cli.self_result import SelfShown, self_result
+
     weight_files = {"wq": wq, "wk": wk, "wv": wv, "wo": wo, "bq": bq, "bk": bk, "bv": bv, "bo": bo}
     own = SelfSettings(heads, seed, d_attn, d_out, columns)
     inputs = read_self_inputs(
