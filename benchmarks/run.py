@@ -660,8 +660,11 @@ def startup(runs: int) -> None:
     print(f"\n## Start-up: median (min) of {runs} runs each, interleaved, milliseconds\n")
     # An installed package has its bytecode compiled (pip does it); the source tree gets the same here,
     # even where PYTHONDONTWRITEBYTECODE keeps Python from writing it (it still reads it).
-    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "attncli")], check=True,
-                   env={k: v for k, v in _env().items() if k != "PYTHONDONTWRITEBYTECODE"})
+    subprocess.run(
+        [sys.executable, "-m", "compileall", "-q", str(ROOT / "attncli")],
+        check=True,
+        env={k: v for k, v in _env().items() if k != "PYTHONDONTWRITEBYTECODE"},
+    )
     with tempfile.TemporaryDirectory() as tmp:
         bare, table = os.path.join(tmp, "bare.py"), os.path.join(tmp, "table.py")
         Path(bare).write_text(BARE_APP)

@@ -225,12 +225,12 @@ def test_ctrl_c_ends_quietly_with_130(samples):
 
 def test_a_bug_is_one_line_and_exit_70(attn, samples, monkeypatch):
     """An unexpected exception is attn's fault: one line, exit 70; ATTN_DEBUG=1 re-raises."""
-    from attncli.cli.commands import run
+    from attncli.cli import attend
 
     def broken(*args, **kwargs):
         raise KeyError("boom")
 
-    monkeypatch.setattr(run, "every_step", broken)
+    monkeypatch.setattr(attend, "every_step", broken)
     assert (
         attn.fails("run", samples / "colors.yaml", code=70)
         == "internal error: KeyError: 'boom' (a bug in attn: ATTN_DEBUG=1 shows where; please report it)"
