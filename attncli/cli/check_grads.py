@@ -51,7 +51,7 @@ def check_gradients(
 ) -> Result:
     """``attn check --grad``: each gradient against the float64 backward pass, by the forward's rule."""
     from attncli.cli.inputs import output_gradient, read_inputs, to_layout
-    from attncli.core.check import check_grads
+    from attncli.core.check_grads import check_grads
 
     source = files[0]
     held, sources, files = read_gradients(files, reading)
@@ -128,7 +128,7 @@ def grad_failure(name: str, verdict: Verdict, count: int) -> str:
     import math
 
     where = grad_position(name, verdict.worst)
-    worst = verdict.error[verdict.worst]
+    worst = verdict.worst_error
     others = f" ({count - 1} more {'gradient disagrees' if count == 2 else 'gradients disagree'})" if count > 1 else ""
     if not math.isfinite(worst):
         return f"{name} holds a non-finite value at {where}{others}"
@@ -192,5 +192,7 @@ def grads_result(name: str, inputs: Inputs, verdicts: dict[str, Verdict], factor
             )
         return stack(header, table)
 
-    matrices = {"error": Emitted(inputs.to_file_layout(verdicts["dq"].error), inputs.q.row_labels, inputs.q.col_labels)}
+    error = verdicts["dq"].error
+    assert error is not None  # a gradient's verdict keeps its arrays
+    matrices = {"error": Emitted(inputs.to_file_layout(error), inputs.q.row_labels, inputs.q.col_labels)}
     return Result(data, view, matrices)
