@@ -57,8 +57,8 @@ def validate(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOpti
     """Every check ``prepare`` makes of the whole problem, with no array the size of
     the inputs made: on zero-strided float64 stand-ins, RoPE apart (it rotates copies;
     each part's ``prepare`` checks it, and its checks do not depend on the heads)."""
-    stand_ins = [np.broadcast_to(np.zeros((), dtype=np.float64), m.shape) for m in (q, k, v)]
-    prepare(*stand_ins, options.but(rope=None))
+    q0, k0, v0 = (np.broadcast_to(np.zeros((), dtype=np.float64), m.shape) for m in (q, k, v))
+    prepare(q0, k0, v0, options.but(rope=None))
     lead, group = leading_axes(q, k, v)
     return Layout(lead, group)
 
