@@ -128,9 +128,8 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
                 ()
                 if sample is None
                 else (
-                    f"\nrows: {rows_checked(verdict)}: {sample.edges:,} block edges and band rows, "
-                    f"{len(sample.rows) - sample.edges:,} at random (seed {sample.seed}: --seed {sample.seed} "
-                    "checks the same rows)",
+                    f"\n{rows_checked(verdict)}: {sample.edges:,} block edges and band rows, "
+                    f"{len(sample.rows) - sample.edges:,} at random (--seed {sample.seed} checks the same rows)",
                 )
             ),
         )

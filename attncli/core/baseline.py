@@ -29,7 +29,7 @@ import numpy as np
 
 from attncli.core.logits import Problem, check_output, combine, prepare, product
 from attncli.core.options import AttentionOptions
-from attncli.core.positions import rotate_qk
+from attncli.core.positions import rotate_qk, visible_keys
 from attncli.core.reference import softmax
 
 Rounding = Callable[[np.ndarray], np.ndarray]
@@ -89,15 +89,25 @@ class Baseline:
     reversed_keys: bool = False  # the keys summed last to first (float64's baseline: another order)
 
     def rows(self, rows: Rows) -> np.ndarray:
-        """The output rows: [..., H_q, r, d_v] in the working dtype."""
+        """The output rows: [..., H_q, r, d_v] in the working dtype.
+
+        The scores are worked out for the keys some row of the block may see
+        under causal and the window (the rest are forbidden, whatever their
+        value); the softmax and the product with V run over every key, as the
+        whole computation's did, so that each sum runs in the same order."""
         p = self.problem
         r = self.rounded or _same
-        qk = r(product(p.q[..., rows.index, :], p.k, p.options.similarity))  # [..., r, n_k] q·k (logits.scores)
+        first_row, last_row = rows.runs[0][2], rows.runs[-1][2] + rows.runs[-1][1] - rows.runs[-1][0] - 1
+        keys = visible_keys(range(first_row, last_row + 1), p.n_q, p.n_k, p.options.causal, p.options.window)
+        seen = slice(keys.start, keys.stop)
+        qk = r(product(p.q[..., rows.index, :], p.k[..., seen, :], p.options.similarity))  # [..., r, c] q·k (scores)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is combine's (or the baseline check's)
-            logits = r(qk * np.asarray(p.factor, dtype=qk.dtype))  # [..., r, n_k] scaled
+            scaled = r(qk * np.asarray(p.factor, dtype=qk.dtype))  # [..., r, c] scaled
             if self.softcap_steps is not None:
-                cap = self.softcap_steps
-                logits = r(r(np.tanh(r(logits / np.asarray(cap, dtype=logits.dtype)))) * np.asarray(cap, logits.dtype))
+                cap = np.asarray(self.softcap_steps, dtype=scaled.dtype)
+                scaled = r(r(np.tanh(r(scaled / cap))) * cap)
+            logits = np.zeros(scaled.shape[:-1] + (p.n_k,), dtype=scaled.dtype)  # [..., r, n_k]: 0 is forbidden below
+            logits[..., seen] = scaled
             for first, stop, row in rows.runs:  # soft-cap (fused), bias, ALiBi; −inf where forbidden
                 combine(logits[..., first:stop, :], p, slice(row, row + stop - first))
             changed = p.options.softcap is not None or p.bias is not None or p.alibi is not None
@@ -106,7 +116,9 @@ class Baseline:
             v = p.v
             if self.reversed_keys:
                 logits, v = np.ascontiguousarray(logits[..., ::-1]), np.ascontiguousarray(v[..., ::-1, :])
-            weights = r(softmax(logits, sink=p.sinks))  # [..., r, n_k]
+            weights = softmax(logits, sink=p.sinks)  # [..., r, n_k]
+            if self.rounded is not None:  # the weights of keys no row sees are 0 already
+                weights[..., seen] = r(weights[..., seen])
             output = r(weights @ v)  # [..., r, n_k] @ [..., n_k, d_v] -> [..., r, d_v]
         return p.ungroup(output)
 

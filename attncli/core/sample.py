@@ -69,9 +69,9 @@ def sample_rows(
     edges = edge_rows(n_q, n_k, causal, window, query_block, key_block)
     if len(edges) > count:
         raise UsageError(
-            f"--rows {count} is fewer than the {len(edges):,} rows every sampled check takes here (the first and "
-            f"last row of each block of {query_block} queries, and the rows where the causal or window band "
-            f"meets a block of {key_block} keys)",
+            f"--rows {count} is fewer than the {len(edges):,} rows every sampled check takes here: the first and "
+            f"last row of each block of {query_block} queries and the rows where the causal or window band "
+            f"meets a block of {key_block} keys",
             hint=f"give --rows {len(edges)} or more",
         )
     others = np.setdiff1d(np.arange(n_q), edges, assume_unique=True)
