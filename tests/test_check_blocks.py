@@ -140,3 +140,49 @@ def test_step_by_step_rounding_only_widens_the_baseline(monkeypatch):
     assert (both.baseline_by_query > fused_only.baseline_by_query).mean() > 0.3
     assert baseline_module.rounds_differently(options, np.dtype(ml_dtypes.bfloat16))
     assert not baseline_module.rounds_differently(options, np.dtype(np.float32))
+
+
+# ---------------------------------------------------------------- check --grad by parts
+
+GRAD_CASES = {
+    "gqa causal rope sinks soft-cap": (
+        (2, 4, 12, 8),
+        (2, 2, 15, 8),
+        {"causal": "bottom-right", "rope": Rope("neox"), "sinks": SINKS, "softcap": 3.0},
+    ),
+    "bias per head, alibi": ((1, 4, 12, 8), (1, 4, 12, 8), {"bias": RNG.standard_normal((4, 12, 12)), "alibi": True}),
+    "bias shared, window": ((2, 4, 12, 8), (2, 2, 12, 8), {"bias": RNG.standard_normal((12, 12)), "window": (3, 1)}),
+    "Q shared by the batch": ((1, 4, 12, 8), (3, 2, 12, 8), {"causal": "top-left"}),
+    "K and V shared by the heads": ((2, 4, 12, 8), (2, 1, 12, 8), {"sinks": SINKS}),
+    "matrices": ((12, 8), (14, 8), {"causal": "top-left"}),
+}
+
+
+@pytest.mark.parametrize("dtype_name", DTYPES)
+@pytest.mark.parametrize("case", GRAD_CASES)
+def test_check_grads_by_parts_gives_the_whole_checks_verdicts(monkeypatch, case, dtype_name):
+    from attncli.core.check_grads import check_grads
+    from attncli.core.grad import attention_grad
+
+    monkeypatch.setattr(check_module, "PART_BYTES", 1)
+    q_shape, kv_shape, settings = GRAD_CASES[case]
+    rng = np.random.default_rng(3)
+    dtype = DTYPES[dtype_name]
+    q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in (q_shape, kv_shape, kv_shape))
+    options = AttentionOptions(**settings)
+    out_shape = np.broadcast_shapes(q.shape[:-2], k.shape[:-2][:-1] + (q.shape[-3],) if q.ndim > 2 else ())
+    dout = rng.standard_normal((*out_shape, q.shape[-2], v.shape[-1])).astype(dtype)
+    grads = attention_grad(q, k, v, dout, options).named()
+    grads = {name: g.astype(dtype) for name, g in grads.items()}
+    grads["dq"][(0,) * (grads["dq"].ndim - 2) + (3, 2)] += np.asarray(0.01).astype(dtype)  # one gradient off
+    old = check_oracle.check_grads(grads, q, k, v, dout, options)
+    new = check_grads(grads, q, k, v, dout, options, keep=True)
+    assert sorted(new) == sorted(old)
+    assert new["dq"].worst == old["dq"].worst == (*(0,) * (q.ndim - 2), 3, 2)  # the planted one
+    for name in old:  # elsewhere the largest error is rounding noise: where it falls may move
+        assert new[name].passed == old[name].passed, name
+        assert new[name].max_error == pytest.approx(old[name].max_error, rel=1e-9, abs=1e-12), name
+        assert new[name].max_baseline_error == pytest.approx(old[name].max_baseline_error, rel=1e-6, abs=1e-12), name
+        assert new[name].atol == pytest.approx(old[name].atol), name
+        assert new[name].worst_out == pytest.approx(old[name].out[new[name].worst]), name
+        np.testing.assert_allclose(new[name].error, old[name].error, rtol=1e-9, atol=1e-12)

@@ -376,7 +376,11 @@ def ulp(x: float, dtype: np.dtype) -> float:
     return 2.0 ** (math.floor(math.log2(x)) - int(info.nmant))
 
 
-def parts_of(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions) -> tuple[Layout, list[Part]]:
-    """The parts a check goes by (for the gradient check)."""
+def parts_of(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, whole_groups: bool = False
+) -> tuple[Layout, list[Part]]:
+    """The parts a check goes by (for the gradient check); ``whole_groups``: with GQA,
+    every K/V head of a batch entry in one part."""
     layout = validate(q, k, v, options)
-    return layout, list(parts(q, k, v, options, layout, PART_BYTES))
+    most = PART_BYTES if not whole_groups or layout.group == 1 else 1 << 62
+    return layout, list(parts(q, k, v, options, layout, most))

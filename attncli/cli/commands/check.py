@@ -167,9 +167,10 @@ def check(
         raise UsageError("--seed chooses the random rows of --rows", hint="add --rows K")
     if grad and rows is not None:
         raise UsageError("--rows checks rows of the output, not gradients", hint="leave out --rows or --grad")
+    keep = choose_format(out.fmt) in MATRIX_FORMATS  # |OUT - ref| (or the reference) written whole
     if grad:
         return check_gradients(
-            files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor), atol
+            files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor), atol, keep
         )
     if dout is not None or grad_factor:
         raise UsageError(
@@ -181,7 +182,6 @@ def check(
     options = inputs.options
     out_values = to_layout(kernel_out.values, layout)
     check_shape(out_values, inputs)
-    keep = choose_format(out.fmt) in MATRIX_FORMATS  # |OUT - ref| or the reference written whole
     with progress_bar("check") as progress:
         verdict = compare(
             out_values, inputs.q.values, inputs.k.values, inputs.v.values, options, factor, atol,
