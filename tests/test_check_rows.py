@@ -89,7 +89,8 @@ def test_a_correct_output_passes_and_the_seed_repeats_the_rows(attn, tmp_path):
     assert again["rows"] == first["rows"] and again["max_abs_error"] == first["max_abs_error"]
     whole = attn.json("check", *files, "-f", "json")
     assert whole["rows"] == {"checked": N, "of": N, "index": None, "edges": None, "seed": None}
-    assert first["max_abs_error"] <= whole["max_abs_error"]
+    # a sample's worst is at most the whole's (its reference is the equation's, the whole's the blocked kernel's)
+    assert first["max_abs_error"] <= whole["max_abs_error"] + 1e-12
 
 
 def test_the_view_says_how_many_rows_were_checked(attn, tmp_path):
