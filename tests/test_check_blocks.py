@@ -186,3 +186,26 @@ def test_check_grads_by_parts_gives_the_whole_checks_verdicts(monkeypatch, case,
         assert new[name].atol == pytest.approx(old[name].atol), name
         assert new[name].worst_out == pytest.approx(old[name].out[new[name].worst]), name
         np.testing.assert_allclose(new[name].error, old[name].error, rtol=1e-9, atol=1e-12)
+
+
+def test_rounding_to_float16_is_numpys_bit_for_bit():
+    """round_float16 against numpy's conversion (every float32 was compared once, offline):
+    random numbers at every scale, both sides of float16's ranges, ties, zeros, inf, NaN."""
+    from attncli.core.baseline import round_float16
+
+    rng = np.random.default_rng(16)
+    scales = np.exp2(rng.uniform(-30, 20, 200_000))
+    x = (rng.standard_normal(200_000) * scales).astype(np.float32)
+    steps = np.exp2(np.arange(-24, 16)).astype(np.float32)
+    ties = np.concatenate([steps * 1.5, steps * (1 + 2.0**-11), steps * (1 + 3 * 2.0**-11)]).astype(np.float32)
+    special = np.array(
+        [0.0, -0.0, 2.0**-24, 2.0**-25, 3 * 2.0**-26, 2.0**-14, 65504, 65519.99, 65520, -65520, 1e38, np.inf, -np.inf]
+        + [np.nan, np.finfo(np.float32).tiny, np.finfo(np.float32).smallest_subnormal],
+        dtype=np.float32,
+    )
+    for values in (x, ties, -ties, special):
+        with np.errstate(over="ignore"):
+            expected = values.astype(np.float16).astype(np.float32)
+        got = round_float16(values)
+        same = (got.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
+        assert same.all(), values[~same][:5]
