@@ -84,13 +84,13 @@ def measure(command: list[str], folder: str) -> tuple[float, float, int]:
     return seconds, int(peak) / 1024, int(code)
 
 
-def check_table(rounds: int = 2, long: bool = False) -> None:
+def check_table(rounds: int = 2, long: bool = False, only_long: bool = False) -> None:
     attn = [sys.executable, "-m", "attncli"]
     print(f"\n## attn check beside attn run, float16 inputs as NPY, whole processes, best of {rounds}\n")
     print("| shape | causal | inputs + OUT | command | time | × run | peak RSS | × run | RSS − stored |")
     print("|---|---|---|---|---|---|---|---|---|")
-    rows = [(shape, causal, rounds) for shape, causal in SHAPES]
-    if long:
+    rows = [] if only_long else [(shape, causal, rounds) for shape, causal in SHAPES]
+    if long or only_long:
         rows.append((*LONG, 1))
     for shape, causal, times in rows:
         with tempfile.TemporaryDirectory() as folder:
@@ -122,8 +122,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--long", action="store_true", help="add [1, 8, 131072, 128] with --rows 1024 (minutes)")
+    parser.add_argument("--only-long", action="store_true", help="[1, 8, 131072, 128] alone")
     args = parser.parse_args()
-    check_table(args.rounds, args.long)
+    check_table(args.rounds, args.long, args.only_long)
 
 
 if __name__ == "__main__":

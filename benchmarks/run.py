@@ -10,7 +10,10 @@
    The same on the shapes models run ([B, H, N, D], causal, GQA, a window of
    256), beside torch SDPA, with the fraction of the machine's sgemm rate;
    then what causal and a window spare: attn masked against attn full.
-2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
+2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384;
+   ``attn check`` (every row, and ``--rows 1024``) beside ``attn run`` on the
+   same float16 inputs, whole processes, time and peak RSS as ratios
+   (``check_rows.py``; ``--check`` runs that table alone).
 3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
 4. Start-up, whole processes, median of many interleaved runs: ``attn --help``
    against a bare Typer app; ``attn run``, ``attn softmax`` against a Typer
@@ -488,10 +491,16 @@ def main() -> None:
     )
     parser.add_argument("--no-flex", action="store_true", help="no FlexAttention column (it compiles for ~20 s a row)")
     parser.add_argument("--startup", action="store_true", help="only the start-up table")
+    parser.add_argument("--check", action="store_true", help="only attn check beside attn run (check_rows.py)")
     args = parser.parse_args()
     machine()
     if args.startup:
         startup(5 if args.quick else 30)
+        return
+    if args.check:
+        from check_rows import check_table
+
+        check_table(1 if args.quick else 2)
         return
     shapes(2 if args.quick else 3, flex=not args.no_flex)
     spared(6 if args.quick else 12)
@@ -499,6 +508,9 @@ def main() -> None:
         return
     kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])
     peak_memory(4096 if args.quick else 16384)
+    from check_rows import check_table
+
+    check_table(1 if args.quick else 2)
     csv_reading(10_000 if args.quick else 100_000)
     startup(5 if args.quick else 30)
 

@@ -264,19 +264,20 @@ def margins(runs: int) -> None:
             print(f"| {bug} ({name}) | {dtype} | {smallest:.1f} |")
 
 
-MODEL_SIZED = {"B": 1, "H": 8, "H_KV": 4, "N_K": 256, "D": 256, "N_DECODE": 16}  # Gemma 2 2B's heads
+# Gemma 2 27B's heads (d = 128, query_pre_attn_scalar 144: the scale is not 1/√d), 8 of them, 256 tokens
+MODEL_SIZED = {"B": 1, "H": 8, "H_KV": 4, "N_K": 256, "D": 128, "N_DECODE": 16}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=0, help="also measure the margins over this many random runs")
     parser.add_argument(
-        "--model-sized", action="store_true", help="measure at Gemma 2 2B's head sizes (8 heads of 256, 256 tokens)"
+        "--model-sized", action="store_true", help="measure at Gemma 2 27B's head sizes (8 heads of 128, 256 tokens)"
     )
     args = parser.parse_args()
     if args.model_sized:
         globals().update(MODEL_SIZED)
-        FAMILIES["gemma2"] = Family("gemma2", 10000.0, QUERY_PRE_ATTN_SCALAR**-0.5, softcap=50.0, window=128)
+        FAMILIES["gemma2"] = Family("gemma2", 10000.0, 144**-0.5, softcap=50.0, window=128)
     else:
         write()
     if args.runs:

@@ -7,6 +7,8 @@ reference.py  softmax and attention written as the equation, keeping every step
 kernel.py     the blocked online-softmax kernel (an implementation choice)
 parallel.py   the thread pool over blocks
 grad.py       the backward pass: attention_grad() -> Grads (dQ, dK, dV, dsinks, dbias)
+check.py      attn check's rule, part by part and block by block (parts.py, baseline.py, sample.py);
+              check_grads.py the same for gradients
 api.py        attention(), attention_steps(), attention_blocked()
 multihead.py  projections, heads, multi-head attention
 arrays.py     small shared helpers (shapes as text, dtypes, unit rows)
