@@ -22,6 +22,7 @@ block's numbers are the whole computation's, cell for cell.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -120,7 +121,18 @@ class Baseline:
     problem: Problem  # Q, K (rotated) and V as the kernel stores them
     rounded: Rounding | None = None  # every step rounded to OUT's dtype; None: the equation, unrounded
     softcap_steps: float | None = None  # the soft-cap in three rounded steps (step by step), not in combine
+    rounded_tiny: float = 0.0  # the smallest normal number of the dtype ``rounded`` rounds to
     reversed_keys: bool = False  # the keys summed last to first (float64's baseline: another order)
+
+    @property
+    def tiny(self) -> float | None:
+        """When the factor is 2^−m (d_k = 16, 64, 256 ...): the smallest normal number of the
+        rounding dtype, below which a rounded score times the factor needs rounding again
+        (above it, the product of a rounded number and 2^−m is one already). Else None."""
+        factor = self.problem.factor
+        if self.rounded is None or not 0 < factor <= 1 or math.frexp(factor)[0] != 0.5:
+            return None
+        return self.rounded_tiny
 
     def rows(self, rows: Rows) -> np.ndarray:
         """The output rows: [..., H_q, r, d_v] in the working dtype.
@@ -136,7 +148,8 @@ class Baseline:
         seen = slice(keys.start, keys.stop)
         qk = r(product(p.q[..., rows.index, :], p.k[..., seen, :], p.options.similarity))  # [..., r, c] q·k (scores)
         with np.errstate(over="ignore", invalid="ignore"):  # an overflow is combine's (or the baseline check's)
-            scaled = r(qk * np.asarray(p.factor, dtype=qk.dtype))  # [..., r, c] scaled
+            scaled = qk * np.asarray(p.factor, dtype=qk.dtype)  # [..., r, c] scaled
+            scaled = r(scaled) if self.tiny is None else _rounded_where_small(scaled, self.tiny, r)
             if self.softcap_steps is not None:
                 cap = np.asarray(self.softcap_steps, dtype=scaled.dtype)
                 scaled = r(r(np.tanh(r(scaled / cap))) * cap)
@@ -158,6 +171,15 @@ class Baseline:
 
 
 def _same(x: np.ndarray) -> np.ndarray:
+    return x
+
+
+def _rounded_where_small(x: np.ndarray, tiny: float, rounded: Rounding) -> np.ndarray:
+    """``rounded(x)`` for x a rounded number times 2^−m: only the numbers below ``tiny``
+    (the rounding dtype's subnormal range, where it has fewer digits) change."""
+    small = np.abs(x) < tiny
+    if small.any():
+        x[small] = rounded(x[small])
     return x
 
 
@@ -184,7 +206,14 @@ def fused(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions
     rounded = rounding(dtype)
     p = prepare(rounded(q), rounded(k), rounded(v), options)  # RoPE in the working dtype...
     p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # ...then rounded, as a kernel stores it
-    return Baseline(p, rounded)
+    return Baseline(p, rounded, rounded_tiny=smallest_normal(dtype))
+
+
+def smallest_normal(dtype: np.dtype) -> float:
+    """float16's 2^−14, bfloat16's 2^−126 (float32's)."""
+    if dtype.name == "bfloat16":
+        return float(np.finfo(np.float32).tiny)
+    return float(np.finfo(dtype).tiny)
 
 
 def step_by_step(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, dtype: np.dtype) -> Baseline:
@@ -197,7 +226,7 @@ def step_by_step(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: Attention
             q_rot, k_rot = rotate_qk(p.q, p.k, options.rope, rounded=rounded)
         p = replace(p, q=q_rot, k=k_rot)
     p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # its options: no RoPE, no soft-cap in combine
-    return Baseline(p, rounded, softcap_steps=options.softcap)
+    return Baseline(p, rounded, softcap_steps=options.softcap, rounded_tiny=smallest_normal(dtype))
 
 
 def rounds_differently(options: AttentionOptions, dtype: np.dtype) -> bool:

@@ -48,7 +48,10 @@ __all__ = ["ULPS", "Verdict", "check", "check_baseline", "naive", "rounding", "u
 ULPS = 2.0  # the default atol, in units in the last place of OUT's dtype at max|ref|
 FLOAT64_KEY_BLOCK = 64  # the float64 baseline's key blocks
 PART_BYTES = 64 << 20  # a part's Q, K, V in float64, at most (one K/V head at least)
-BLOCK_CELLS = 1 << 20  # a block's rows × keys × heads, at most (one row at least)
+# A block's rows × keys × heads, at most (one row at least): 2 MiB of float32, which its dozen
+# passes (roundings, the softmax) run through in the cache; 1 << 20 took 1.3× the time, 1 << 18
+# about the same ([1, 1, 8192, 64] causal float16, one thread).
+BLOCK_CELLS = 1 << 19
 
 Progress = Callable[[int, int], None]
 
