@@ -10,6 +10,11 @@
    The same on the shapes models run ([B, H, N, D], causal, GQA, a window of
    256), beside torch SDPA, with the fraction of the machine's sgemm rate;
    then what causal and a window spare: attn masked against attn full.
+   The backward pass: ``attention_grad`` (forward + FlashAttention-2's
+   backward, float64) beside torch autograd of SDPA (forward + backward,
+   float64); what causal spares of it; the peak RSS of a process running it
+   at two sizes; and ``attention_blocked(workers=1)`` with BLAS held to one
+   thread against BLAS left at its own threads.
 2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384;
    ``attn check`` (every row, and ``--rows 1024``) beside ``attn run`` on the
    same float16 inputs, whole processes, time and peak RSS as ratios
@@ -20,7 +25,8 @@
    app that imports numpy and prints a Rich table (``--startup`` alone).
 
 Not part of the test suite; it takes a minute or two. ``--quick`` stops at
-n = 4096 and runs fewer start-ups; ``--shapes`` runs the shapes table alone.
+n = 4096 and runs fewer start-ups; ``--shapes`` runs the shapes table alone,
+``--backward`` the backward pass's tables alone.
 """
 
 from __future__ import annotations
@@ -180,14 +186,20 @@ SHAPES = [
 ]
 
 
-def sgemm_rate() -> float:
-    """This machine's float32 matrix product rate now, FLOP/s (numpy's BLAS, best of 3)."""
-    a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+def sgemm_rate(dtype: type = np.float32, threads: int | None = None) -> float:
+    """This machine's matrix product rate now, FLOP/s (numpy's BLAS, 2048², best of 3),
+    float32 by default; on ``threads`` BLAS threads (default: as BLAS is set)."""
+    from contextlib import nullcontext
+
+    from threadpoolctl import threadpool_limits
+
+    a = np.random.default_rng(0).standard_normal((2048, 2048)).astype(dtype)
     best = math.inf
-    for _ in range(3):
-        start = time.perf_counter()
-        a @ a
-        best = min(best, time.perf_counter() - start)
+    with nullcontext() if threads is None else threadpool_limits(threads, user_api="blas"):
+        for _ in range(3):
+            start = time.perf_counter()
+            a @ a
+            best = min(best, time.perf_counter() - start)
     return 2 * 2048**3 / best
 
 
@@ -297,6 +309,240 @@ def spared(rounds: int) -> None:
             f"{label:<12} {str(list(shape)):<12} {_ms(best_masked):>10} {_ms(best_full):>8} "
             f"{best_masked / best_full:9.3f}× {statistics.median(ratios):16.3f}×"
         )
+
+
+# The backward pass: attention_grad (forward + backward, float64) against
+# torch autograd of SDPA (forward + backward, float64), on the same inputs.
+# (label, Q shape [B, H_q, N, D], H_kv, causal)
+BACKWARD = [
+    ("multi-head causal", (1, 8, 1024, 64), 8, True),
+    ("multi-head", (4, 8, 512, 64), 8, False),
+    ("GQA 16/4 causal", (1, 16, 1024, 64), 4, True),
+    ("multi-head causal", (1, 8, 4096, 64), 8, True),
+]
+
+
+def gemm_rates() -> None:
+    """numpy's BLAS on this machine now: sgemm and dgemm (2048², best of 3) on
+    1 and 2 threads; and the float64 products of the backward's 256 × 256
+    blocks on one thread, numpy's BLAS beside torch's (best of 7 × 50)."""
+    print(f"\n## Matrix products (load average {os.getloadavg()[0]:.1f})\n")
+    for dtype, name in ((np.float32, "sgemm"), (np.float64, "dgemm")):
+        one, two = sgemm_rate(dtype, 1), sgemm_rate(dtype, 2)
+        print(f"{name} 2048²: {one / 1e9:.0f} GFLOP/s on 1 thread, {two / 1e9:.0f} on 2")
+    try:
+        import torch
+    except ImportError:
+        return
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(0)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with threadpool_limits(1, user_api="blas"):
+            for m, k, n in ((256, 64, 256), (256, 256, 64)):
+                a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+                ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+                best = {"numpy": math.inf, "torch": math.inf}
+                for _ in range(7):
+                    for who, fn in (("numpy", lambda a=a, b=b: a @ b), ("torch", lambda ta=ta, tb=tb: ta @ tb)):
+                        start = time.perf_counter()
+                        for _ in range(50):
+                            fn()
+                        best[who] = min(best[who], (time.perf_counter() - start) / 50)
+                rates = {who: 2 * m * k * n / seconds / 1e9 for who, seconds in best.items()}
+                print(
+                    f"float64 [{m}, {k}] @ [{k}, {n}], 1 thread: numpy {rates['numpy']:.0f} GFLOP/s, "
+                    f"torch {rates['torch']:.0f}"
+                )
+    finally:
+        torch.set_num_threads(threads)
+
+
+def backward(rounds: int) -> None:
+    """attn's backward pass (``attention_grad``: its forward, then FlashAttention-2's
+    backward) beside torch autograd of SDPA, forward + backward, both float64.
+    Each round runs every contender once, in turn; the best of each, the median
+    of the rounds' own ratios, and the fraction of the dgemm rate that the useful
+    products reach: 2 (forward) + 5 (backward) products of 2 · d per allowed logit."""
+    from attncli import AttentionOptions, attention_grad
+
+    try:
+        import torch
+    except ImportError:
+        torch = None
+    rate = max(sgemm_rate(np.float64, 2), 2 * sgemm_rate(np.float64, 1))  # the two cores' dgemm, as well as it goes now
+    print(
+        f"\n## Backward: forward + backward, float64, {rounds} interleaved rounds (dgemm {rate / 1e9:.0f} GFLOP/s "
+        f"on the cores, load average {os.getloadavg()[0]:.1f})\n"
+    )
+    print(
+        f"{'case':<18} {'shape':<18} {'attn ms':>8} {'torch ms':>9} {'torch/attn':>10} {'median':>7} {'dgemm':>6}  "
+        f"max |diff|"
+    )
+    print("-" * 100)
+    rng = np.random.default_rng(0)
+    for label, shape, h_kv, causal in BACKWARD:
+        kv_shape = shape[:-3] + (h_kv,) + shape[-2:]
+        q, dout = rng.standard_normal(shape), rng.standard_normal(shape)
+        k, v = rng.standard_normal(kv_shape), rng.standard_normal(kv_shape)
+        options = AttentionOptions(causal="top-left" if causal else None)
+        contenders = {"attn": lambda q=q, k=k, v=v, dout=dout, o=options: attention_grad(q, k, v, dout, o)}
+        if torch is not None:
+            contenders["torch"] = lambda q=q, k=k, v=v, dout=dout, c=causal: _torch_backward(q, k, v, dout, c)
+        best = {name: math.inf for name in contenders}
+        ratios, results = [], {}
+        for _ in range(rounds):
+            seconds = {}
+            for name, fn in contenders.items():
+                seconds[name], results[name] = timed(fn)
+                best[name] = min(best[name], seconds[name])
+            ratios.append(seconds.get("torch", math.nan) / seconds["attn"])
+        diff = "–"
+        if "torch" in results:
+            ours = (results["attn"].dq, results["attn"].dk, results["attn"].dv)
+            diff = f"{max(float(np.abs(a - b).max()) for a, b in zip(ours, results['torch'], strict=True)):.1e}"
+        n, d = shape[-2], shape[-1]
+        allowed = n * (n + 1) // 2 if causal else n * n
+        useful = 7 * 2 * d * allowed * math.prod(shape[:-2])
+        ours, theirs = best["attn"], best.get("torch", math.nan)
+        print(
+            f"{label:<18} {str(list(shape)):<18} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "
+            f"{_ratio(statistics.median(ratios)):>7} {useful / ours / rate:5.0%}  {diff}"
+        )
+
+
+def _torch_backward(q, k, v, dout, causal: bool):
+    """torch autograd of SDPA: forward, then backward -> (dQ, dK, dV) as numpy."""
+    import torch
+    import torch.nn.functional as F
+
+    tq, tk, tv = (torch.from_numpy(m).requires_grad_() for m in (q, k, v))
+    out = F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, enable_gqa=tq.shape[-3] != tk.shape[-3])
+    out.backward(torch.from_numpy(dout))
+    return tuple(t.grad.numpy() for t in (tq, tk, tv))
+
+
+def backward_spared(rounds: int, shape: tuple[int, ...] = (1, 8, 4096, 64)) -> None:
+    """What causal spares in the backward pass: attn causal against attn full,
+    each in turn in every round (and torch's, for comparison), float64."""
+    from attncli import AttentionOptions, attention_grad
+
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        torch = None
+    print(
+        f"\n## What causal spares in the backward pass: causal against full, {list(shape)}, float64, "
+        f"{rounds} rounds, each in turn (load average {os.getloadavg()[0]:.1f})\n"
+    )
+    print(f"{'':<6} {'causal ms':>10} {'full ms':>8} {'best/best':>10} {'median of ratios':>17}")
+    print("-" * 56)
+    rng = np.random.default_rng(0)
+    q, k, v, dout = (rng.standard_normal(shape) for _ in range(4))
+    contenders = {"attn": (lambda c: attention_grad(q, k, v, dout, AttentionOptions(causal="top-left" if c else None)))}
+    if torch is not None:
+        contenders["torch"] = lambda c: _torch_backward(q, k, v, dout, c)
+    for name, fn in contenders.items():
+        ratios, best_causal, best_full = [], math.inf, math.inf
+        for _ in range(rounds):
+            seconds_causal, _ = timed(lambda fn=fn: fn(True))
+            seconds_full, _ = timed(lambda fn=fn: fn(False))
+            best_causal, best_full = min(best_causal, seconds_causal), min(best_full, seconds_full)
+            ratios.append(seconds_causal / seconds_full)
+        print(
+            f"{name:<6} {_ms(best_causal):>10} {_ms(best_full):>8} {best_causal / best_full:9.3f}× "
+            f"{statistics.median(ratios):16.3f}×"
+        )
+
+
+def one_worker(rounds: int, n: int = 8192, d: int = 64) -> None:
+    """attention_blocked(workers=1) with BLAS held to one thread, as attn now
+    holds it on every path, against BLAS left at its own threads (as before:
+    ``parallel.blas_held`` made a no-op for the run) and two workers; 2-D,
+    float32, each in turn in every round."""
+    from contextlib import nullcontext
+
+    import attncli.core.parallel as parallel
+
+    print(
+        f"\n## One worker and BLAS's threads: attention_blocked, [{n}, {d}] float32, best (median) of {rounds} "
+        f"rounds, seconds (load average {os.getloadavg()[0]:.1f})\n"
+    )
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((n, d), dtype=np.float32) for _ in range(3))
+    held = parallel.blas_held
+    cases = {
+        "workers=1, BLAS held to 1 thread": (held, 1),
+        "workers=1, BLAS left at its threads": (lambda workers: nullcontext(), 1),
+        "workers=2, BLAS held to 1 thread each": (held, 2),
+    }
+    times: dict[str, list[float]] = {name: [] for name in cases}
+    try:
+        for _ in range(rounds):
+            for name, (hold, workers) in cases.items():
+                parallel.blas_held = hold
+                seconds, _ = timed(lambda workers=workers: attention_blocked(q, k, v, workers=workers))
+                times[name].append(seconds)
+    finally:
+        parallel.blas_held = held
+    for name, ts in times.items():
+        print(f"{name:<40} {min(ts):6.3f} ({statistics.median(ts):.3f})")
+
+
+GRAD_IN_A_CHILD = """\
+import sys
+import numpy as np
+from attncli import AttentionOptions, attention_grad
+n, d, heads = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+rng = np.random.default_rng(0)
+q, k, v, dout = (rng.standard_normal((1, heads, n, d)) for _ in range(4))
+grads = attention_grad(q, k, v, dout, AttentionOptions(causal="top-left"))
+print(grads.dq.shape[-2])
+"""
+
+
+def backward_memory(sizes: list[int], d: int = 64, heads: int = 4) -> None:
+    """Peak RSS of a whole process that makes Q, K, V, dO ([1, heads, n, d],
+    float64) and runs attention_grad causal on them, at several n: beside what
+    its arrays hold (the inputs, O, dQ, dK, dV: 8 · n · d · heads numbers), and
+    what one float64 n × n matrix per head would take."""
+    print(
+        f"\n## Peak memory of the backward pass: a process running attention_grad causal, [1, {heads}, n, {d}], "
+        f"float64\n"
+    )
+    print(
+        f"{'n':>6} {'max RSS MiB':>12} {'its arrays MiB':>15} {'the rest MiB':>13} {'seconds':>8} "
+        f"{'n × n per head MiB':>19}"
+    )
+    print("-" * 80)
+    for n in sizes:
+        start = time.perf_counter()
+        measured = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                PEAK_OF_CHILD,
+                os.devnull,
+                sys.executable,
+                "-c",
+                GRAD_IN_A_CHILD,
+                str(n),
+                str(d),
+                str(heads),
+            ],
+            cwd=ROOT,
+            env=_env(),
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        elapsed = time.perf_counter() - start
+        rss = int(measured.stdout) / 1024
+        arrays = 8 * n * d * heads * 8 / 2**20
+        whole = heads * n * n * 8 / 2**20
+        print(f"{n:>6} {rss:12.0f} {arrays:15.0f} {rss - arrays:13.0f} {elapsed:8.1f} {whole:19.0f}")
 
 
 def _ms(seconds: float) -> str:
@@ -490,6 +736,11 @@ def main() -> None:
         "--shapes", action="store_true", help="only the table of the shapes models run, and what the mask spares"
     )
     parser.add_argument("--no-flex", action="store_true", help="no FlexAttention column (it compiles for ~20 s a row)")
+    parser.add_argument(
+        "--backward",
+        action="store_true",
+        help="only the backward pass (beside torch, what causal spares, peak memory) and one worker",
+    )
     parser.add_argument("--startup", action="store_true", help="only the start-up table")
     parser.add_argument("--check", action="store_true", help="only attn check beside attn run (check_rows.py)")
     args = parser.parse_args()
@@ -502,10 +753,22 @@ def main() -> None:
 
         check_table(1 if args.quick else 2)
         return
+    if args.backward:
+        gemm_rates()
+        backward(3 if args.quick else 7)
+        backward_spared(3 if args.quick else 7)
+        backward_memory([2048, 8192] if args.quick else [4096, 16384])
+        one_worker(3 if args.quick else 5)
+        return
     shapes(2 if args.quick else 3, flex=not args.no_flex)
     spared(6 if args.quick else 12)
     if args.shapes:
         return
+    gemm_rates()
+    backward(3 if args.quick else 7)
+    backward_spared(3 if args.quick else 7)
+    backward_memory([2048, 8192] if args.quick else [4096, 16384])
+    one_worker(3 if args.quick else 5)
     kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])
     peak_memory(4096 if args.quick else 16384)
     from check_rows import check_table

@@ -176,10 +176,10 @@ SKIPPING = [
 @pytest.mark.parametrize("settings", SKIPPING, ids=str)
 @pytest.mark.parametrize("n_q, n_k", [(1, 1), (9, 9), (7, 19), (19, 7), (16, 33)])
 def test_skipping_masked_blocks_gives_the_reference(settings, n_q, n_k, numbers, monkeypatch):
-    from attncli.core import kernel
+    from attncli.core import blocking
     from attncli.core.options import AttentionOptions
 
-    monkeypatch.setattr(kernel, "BLOCK_NUMBERS", numbers)
+    monkeypatch.setattr(blocking, "BLOCK_NUMBERS", numbers)
     rng = np.random.default_rng(n_q * 100 + n_k)
     q, k, v = (rng.standard_normal(shape) for shape in ((2, 4, n_q, 6), (2, 2, n_k, 6), (2, 2, n_k, 3)))
     bias = rng.standard_normal((4, 1, n_k))  # per query head, every query
@@ -296,9 +296,9 @@ def test_band_weights_are_the_band_in_the_logits_layout():
 def test_work_is_split_over_heads_and_query_blocks(monkeypatch, numbers, parts):
     """batch × parts of heads × query blocks: one head a part when blocks are
     large, as many as BLOCK_NUMBERS allows when they are small."""
-    from attncli.core import kernel
+    from attncli.core import blocking
 
-    monkeypatch.setattr(kernel, "BLOCK_NUMBERS", numbers)
+    monkeypatch.setattr(blocking, "BLOCK_NUMBERS", numbers)
     rng = np.random.default_rng(5)
     q, k, v = rng.standard_normal((2, 3, 10, 4)), rng.standard_normal((2, 3, 6, 4)), rng.standard_normal((2, 3, 6, 4))
     seen = []
@@ -386,10 +386,15 @@ def test_both_softmax_paths_give_the_reference(settings, size, bounded, dtype):
     if settings.get("mask") == "random":
         settings = {"mask": rng.random((9, 13)) < 0.4}
     options = AttentionOptions(**settings)
-    small = kernel._logit_bound(prepare(q, k, v, options)) <= kernel._exp_safe(q.dtype)
+    small = prepare(q, k, v, options).logit_bound <= kernel._exp_safe(q.dtype)
     assert small == (bounded or "softcap" in settings)  # a soft-cap of 5 bounds them anyway
-    base2 = small and dtype == np.float32 and "softcap" not in settings
-    assert kernel._base2(prepare(q, k, v, options), small) == base2
+    base2 = small and dtype == np.float32 and "softcap" not in settings and "mask" not in settings
+    chosen = {
+        (False, False): kernel.Softmax.RUNNING_MAX,
+        (True, False): kernel.Softmax.FROM_ZERO,
+        (True, True): kernel.Softmax.BASE_2,
+    }[small, base2]
+    assert kernel._choose(prepare(q, k, v, options)) is chosen
     expected = attention(*(m.astype(np.float64) for m in (q, k, v)), options)[0]
     tol = 1e-12 if dtype == np.float64 else 1e-5
     for key_block in (4, 13):
@@ -440,6 +445,7 @@ def test_window_ends_go_as_few_blocks_and_stacks_share_out(monkeypatch, heads, e
     32 each; the stacks come in a multiple of the workers and take every
     other query once. The float64 reference's numbers."""
     from attncli.core import kernel
+    from attncli.core.blocking import Stack
     from attncli.core.options import AttentionOptions
 
     seen = []
@@ -459,7 +465,7 @@ def test_window_ends_go_as_few_blocks_and_stacks_share_out(monkeypatch, heads, e
         out = attention_blocked(q, k, v, options, workers=workers)
         np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-6)
         ends = sorted((b.start, b.stop) for b in seen if isinstance(b, slice))
-        stacks = [b for b in seen if isinstance(b, kernel._Stack)]
+        stacks = [b for b in seen if isinstance(b, Stack)]
         assert ends == [(i, i + edge) for i in range(0, 256, edge)]
         assert len(stacks) % workers == 0 and all(s.size == 32 for s in stacks)
         assert sorted(i for s in stacks for i in range(s.start, s.start + s.count * s.size)) == list(range(256, 1024))
@@ -529,3 +535,109 @@ def test_diagonal_blocks_cut_by_halves_of_the_queries(settings, monkeypatch):
     out = attention_blocked(q, k, v, options, query_block=64, key_block=64, workers=2)
     np.testing.assert_allclose(out, expected, rtol=1e-12, atol=1e-12)
     assert any(cut)
+
+
+# What each setting of AttentionOptions answers to the kernel's three questions
+# about ``combine`` (``logits.Problem``): (a value, the logits depend on j − i
+# alone, combine is exact in base 2, the logits have a known bound). A new
+# setting fails the first test below until it has its answers there and here.
+KERNEL_ANSWERS = {
+    "scale": (0.5, True, True, True),
+    "temperature": (2.0, True, True, True),
+    "similarity": ("cosine", True, True, True),
+    "causal": ("top-left", True, True, True),
+    "mask": (np.random.default_rng(4).random((9, 9)) < 0.6, False, True, True),
+    "bias": (np.random.default_rng(4).standard_normal((9, 9)), False, False, False),
+    "softcap": (0.5, True, False, True),
+    "window": ((2, 1), True, True, True),
+    "alibi": (True, True, False, False),
+    "alibi_slopes": (np.array([0.5, 0.25, 0.3, 1.5]), True, False, False),
+    "rope": ("neox", True, True, True),
+    "sinks": (np.array([0.5, -1.0, 2.0, 3.0]), True, True, True),
+}
+
+
+def test_every_option_answers_the_kernels_questions():
+    """Each setting alone: ``Problem``'s answers are the table's, and they are
+    true of what ``combine`` does. Queries all alike and keys all alike, so
+    that only the options can make the logit of (i, j) depend on more than
+    j − i; scores made with log2(e) in the factor, which ``combine`` must turn
+    into log2(e) times the logits; every finite logit and sink within the
+    bound."""
+    import dataclasses
+    import math
+
+    from attncli.core.kernel import LOG2E
+    from attncli.core.logits import combine, prepare, scores
+    from attncli.core.options import AttentionOptions, Rope
+
+    fields = {field.name for field in dataclasses.fields(AttentionOptions)}
+    assert fields == set(KERNEL_ANSWERS), (
+        "a new setting: answer logits.Problem's logit_bound, exact_in_base2 and "
+        "logits_are_band_functions for it, then add it to KERNEL_ANSWERS"
+    )
+    rng = np.random.default_rng(8)
+    q = np.broadcast_to(rng.standard_normal(6), (1, 4, 9, 6))  # [1, 4, 9, 6] the same query at every position
+    k = np.broadcast_to(rng.standard_normal(6) * 2, (1, 4, 9, 6))
+    v = rng.standard_normal((1, 4, 9, 3))
+    for name, (value, band, base2, bounded) in KERNEL_ANSWERS.items():
+        p = prepare(q, k, v, AttentionOptions(**{name: Rope(value) if name == "rope" else value}))
+        assert (p.logits_are_band_functions, p.exact_in_base2, math.isfinite(p.logit_bound)) == (band, base2, bounded)
+        logits, _ = combine(scores(p, factor=p.factor), p)  # [1, 4, 9, 9]
+        in_base2, _ = combine(scores(p, factor=p.factor * LOG2E), p)
+        toeplitz = np.allclose(logits[..., 1:, 1:], logits[..., :-1, :-1], rtol=0, atol=1e-12)
+        assert toeplitz == band, name
+        assert np.allclose(in_base2, logits * LOG2E, rtol=1e-12, atol=1e-12) == base2, name
+        if bounded:
+            finite = logits[np.isfinite(logits)]
+            sinks = np.zeros(1) if p.sinks is None else p.sinks
+            assert max(np.abs(finite).max(), np.abs(sinks).max()) <= p.logit_bound, name
+
+
+@pytest.mark.parametrize("settings", [{"mask": "random"}, {"bias": "random"}, {"mask": "rows"}], ids=str)
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_the_plain_online_softmax_alone_gives_the_loops_numbers_with_a_mask_or_bias(monkeypatch, settings, dtype):
+    """Every tuned choice turned off (the running max always, no stacks): a
+    mask, a bias and queries that may attend to nothing, against
+    ``tests/reference.py``."""
+    from attncli.core import blocking, kernel
+    from attncli.core.options import AttentionOptions
+
+    from reference import heads_attention
+
+    monkeypatch.setattr(kernel, "_choose", lambda p: kernel.Softmax.RUNNING_MAX)
+    monkeypatch.setattr(blocking, "stack_band", lambda *args: None)
+    rng = np.random.default_rng(6)
+    q, k, v = (rng.standard_normal(shape).astype(dtype) for shape in ((2, 4, 11, 6), (2, 2, 14, 6), (2, 2, 14, 3)))
+    (kind,) = settings
+    if settings[kind] == "rows":
+        array = np.broadcast_to(np.arange(11)[:, None] % 3 != 0, (11, 14))  # every third query sees nothing
+    else:
+        array = rng.random((2, 4, 11, 14)) < 0.5 if kind == "mask" else rng.standard_normal((2, 4, 11, 14))
+    options = AttentionOptions(**{kind: array}, causal="bottom-right", sinks=np.array([0.5, -1.0, 2.0, 0.0]))
+    full = np.broadcast_to(array, (2, 4, 11, 14))
+    expected, _ = heads_attention(
+        q, k, v, causal="bottom-right", sinks=options.sinks, **{"allowed" if kind == "mask" else "bias": full}
+    )
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for query_block, key_block in ((3, 4), (64, 64)):
+        out = attention_blocked(q, k, v, options, query_block=query_block, key_block=key_block, workers=2)
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # combine's slope × distance overflows
+@pytest.mark.parametrize("dtype, slope", [(np.float32, 1e38), (np.float64, 1e307)])
+def test_a_key_block_whose_rows_are_all_minus_infinity_adds_nothing(dtype, slope):
+    """ALiBi slopes so large that every logit off the diagonal is −∞: a key
+    block wholly below the diagonal holds rows of −∞ only, which add nothing
+    to the running sums (before issue 24 they made NaN there, and the kernel
+    said V overflowed). Each query then sees its own key alone: the
+    reference's output, V."""
+    rng = np.random.default_rng(12)
+    q, k, v = (rng.standard_normal((1, 1, 40, 8)).astype(dtype) for _ in range(3))
+    options = {"alibi_slopes": np.array([slope]), "causal": "top-left"}
+    expected = attention(q, k, v, **options)[0]
+    np.testing.assert_array_equal(expected, v)
+    for query_block, key_block in ((8, 8), (16, 4)):
+        out = attention_blocked(q, k, v, query_block=query_block, key_block=key_block, workers=1, **options)
+        np.testing.assert_array_equal(out, expected)

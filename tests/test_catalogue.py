@@ -78,6 +78,27 @@ BOMB = "\n".join(
     + [f"{chr(97 + i)}: &{chr(97 + i)} [{', '.join(['*' + chr(96 + i)] * 10)}]" for i in range(1, 10)]
 )
 QKV = ["{s}/q.csv", "{s}/k.csv", "{s}/v.csv"]
+
+
+class TinyModel:
+    """A row's model: a tiny random one of the tests' own, written into the row's folder
+    under the name it is given (``{"bert": TinyModel("bert")}`` is ``{d}/bert``)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def write(self, path) -> None:
+        if self.kind == "bert":
+            from test_trace import write_model
+
+            write_model(path)
+        else:
+            import decoder_models as dm
+
+            dm.refs.write_folder(path, self.kind, tokenizer=dm.refs.train_tokenizer())
+
+
+BERT, GPT2 = {"bert": TinyModel("bert")}, {"gpt2": TinyModel("gpt2")}
 T = ["{d}/q.npy", "{d}/k.npy", "{d}/v.npy"]  # tensors: Q [1, 4, 3, 8], K and V [1, 2, 5, 8]
 TENSORS = {
     "q.npy": npy(np.ones((1, 4, 3, 8))),
@@ -87,6 +108,17 @@ TENSORS = {
 KV = ["{s}/k.csv", "{s}/v.csv"]
 GRADS = npz(dq=np.ones((1, 4, 3, 8)), dk=np.ones((1, 2, 5, 8)), dv=np.ones((1, 2, 5, 8)))  # of TENSORS
 USE = "(every row needs the same number of columns)"
+
+
+def config(**fields) -> str:
+    """A config.json of a model whose layers fit TENSORS (4 query heads, 2 K/V heads of 8 features)."""
+    import json
+
+    base = {"model_type": "llama", "hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4}
+    return json.dumps({**base, "num_key_value_heads": 2, **fields})
+
+
+MODEL = ["--model", "{d}/config.json"]
 VECTORS_HINT = "(expected GloVe text, word2vec/fastText text or binary, .npy with a words file)"
 
 CATALOGUE = [
@@ -1233,7 +1265,7 @@ CATALOGUE = [
         1,
         "{d}/b.yaml:4: the bundle has an unknown setting 'temprature' (did you mean 'temperature'? "
         "a bundle may set description, rgb, causal, causal_align, scale, temperature, similarity, window, softcap, "
-        "alibi, rope, rope_theta, rope_dim, rope_offset)",
+        "alibi, rope, rope_theta, rope_dim, rope_offset, rope_features, rope_scaling)",
     ),
     (
         "bundle setting not a boolean",
@@ -1644,7 +1676,7 @@ CATALOGUE = [
         1,
         "{d}/b.yaml:2: the bundle has an unknown setting 'head' (did you mean 'heads'? a bundle may set description, "
         "heads, seed, d_attn, d_out, columns, causal, causal_align, scale, temperature, similarity, "
-        "window, softcap, alibi, rope, rope_theta, rope_dim, rope_offset)",
+        "window, softcap, alibi, rope, rope_theta, rope_dim, rope_offset, rope_features, rope_scaling)",
     ),
     (
         "self float mask",
@@ -1718,6 +1750,85 @@ CATALOGUE = [
         1,
         "{d}: not a model folder: no config.json (a model folder holds config.json, "
         "model.safetensors and vocab.txt or tokenizer.json)",
+    ),
+    (
+        "trace --generate on an encoder",
+        BERT,
+        ["trace", "the car", "-m", "{d}/bert", "--generate", "3"],
+        2,
+        "--generate: BERT is an encoder, which predicts no next token "
+        "(generate with a decoder: GPT-2, Llama, Mistral, Qwen2)",
+    ),
+    (
+        "trace --top-next on an encoder",
+        BERT,
+        ["trace", "the car", "-m", "{d}/bert", "--top-next", "3"],
+        2,
+        "--top-next: BERT is an encoder, which predicts no next token "
+        "(predict with a decoder: GPT-2, Llama, Mistral, Qwen2)",
+    ),
+    (
+        "trace a text longer than a decoder's positions",
+        GPT2,
+        ["trace", "The car" * 20, "-m", "{d}/gpt2"],
+        1,
+        "the text is 40 tokens but the model takes at most 32 (shorten it)",
+    ),
+    (
+        "trace --generate past a decoder's positions",
+        GPT2,
+        ["trace", "The car" * 10, "-m", "{d}/gpt2", "--generate", "13"],
+        1,
+        "the text is 20 tokens and 13 more to generate but the model takes at most 32 (shorten it or generate fewer)",
+    ),
+    (
+        "trace --query not among a decoder's tokens",
+        GPT2,
+        ["trace", "The car", "-m", "{d}/gpt2", "--query", "bus"],
+        2,
+        "--query 'bus' is not a token of the text (its tokens: The ' car')",
+    ),
+    (
+        "trace --summary with --query",
+        {},
+        ["trace", "the car", "-m", "{d}", "--summary", "--query", "car"],
+        2,
+        "--summary summarises every query of every head; --query shows weights (give one of them)",
+    ),
+    (
+        "trace --summary as npy",
+        {},
+        ["trace", "the car", "-m", "{d}", "--summary", "-f", "npy"],
+        2,
+        "--summary is a table: npy writes weights (use json, or leave out --summary)",
+    ),
+    (
+        "trace --summary as safetensors",
+        {},
+        ["trace", "the car", "-m", "{d}", "--summary", "-f", "safetensors"],
+        2,
+        "--summary is a table: safetensors writes weights (use json, or leave out --summary)",
+    ),
+    (
+        "trace --aggregate as csv of every layer",
+        {},
+        ["trace", "the car", "-m", "{d}", "--aggregate", "mean", "-f", "csv"],
+        2,
+        "csv writes one matrix (pick one --layer, or use json or npy)",
+    ),
+    (
+        "trace --generate negative",
+        {},
+        ["trace", "the car", "-m", "{d}", "--generate", "-1"],
+        2,
+        "Invalid value for '--generate' / '-g'…",
+    ),
+    (
+        "trace --aggregate unknown",
+        {},
+        ["trace", "the car", "-m", "{d}", "--aggregate", "sum"],
+        2,
+        "Invalid value for '--aggregate'…",
     ),
     (
         "picture to a missing folder",
@@ -1936,6 +2047,210 @@ CATALOGUE = [
         1,
         "{d}/sentence_bert_config.json: max_seq_length must be a positive whole number, got 'long'",
     ),
+    (
+        "--model of an unknown model_type",
+        {**TENSORS, "config.json": config(model_type="jamba")},
+        ["run", *T, *MODEL],
+        1,
+        "{d}/config.json: no attention conventions for model_type 'jamba' (attn knows bert, bloom, cohere, cohere2, "
+        "deepseek_v3, falcon, gemma, gemma2, gemma3, gemma3_text, gpt2, gpt_neox, gpt_oss, gptj, llama, mistral, "
+        "mixtral, mpt, olmo2, phi3, qwen2, qwen3, t5; without --model, the options (--scale, --causal, --rope, "
+        "--window…) still work)",
+    ),
+    (
+        "--layer out of range",
+        {**TENSORS, "config.json": config()},
+        ["explain", *T, *MODEL, "--layer", "2"],
+        2,
+        "--layer 2 is out of range: {d}/config.json has 2 layers (give a layer from 0 to 1)",
+    ),
+    (
+        "--model whose layers differ, no --layer",
+        {**TENSORS, "config.json": config(model_type="gemma2", head_dim=8)},
+        ["grad", *T, *MODEL, "--dout", "{d}/q.npy"],
+        2,
+        "{d}/config.json's 2 layers differ in window: give --layer N (a layer from 0 to 1)",
+    ),
+    (
+        "--layer without --model",
+        TENSORS,
+        ["run", *T, "--layer", "1"],
+        2,
+        "--layer goes with --model (add --model config.json (or the model's folder))",
+    ),
+    (
+        "--model config field of the wrong type",
+        {**TENSORS, "config.json": config(num_attention_heads="4")},
+        ["run", *T, *MODEL],
+        1,
+        "{d}/config.json: num_attention_heads must be a positive whole number, got '4'",
+    ),
+    (
+        "--model unknown RoPE scaling type",
+        {**TENSORS, "config.json": config(rope_scaling={"rope_type": "mrope"})},
+        ["run", *T, *MODEL],
+        1,
+        "{d}/config.json: rope_scaling type 'mrope' is not yet supported (attn applies linear, dynamic, llama3, "
+        "yarn, longrope RoPE scaling)",
+    ),
+    (
+        "--model RoPE scaling field of the wrong type",
+        {**TENSORS, "config.json": config(rope_scaling={"rope_type": "linear", "factor": "8"})},
+        ["run", *T, *MODEL],
+        1,
+        "{d}/config.json: rope_scaling: rope scaling's factor must be a positive finite number, got '8'",
+    ),
+    (
+        "--model head counts disagree",
+        {**TENSORS, "config.json": config(hidden_size=64, num_attention_heads=8)},
+        ["check", "{d}/q.npy", *T, *MODEL],
+        1,
+        "Q has 4 heads but {d}/config.json gives 8 (num_attention_heads) (the tensors of that model's layer, "
+        "[batch, heads, seq, dim]; or another --model)",
+    ),
+    (
+        "--model K/V head count disagrees",
+        {**TENSORS, "config.json": config(num_key_value_heads=1)},
+        ["run", *T, *MODEL],
+        1,
+        "K has 2 heads but {d}/config.json gives 1 (num_key_value_heads) (the tensors of that model's layer, "
+        "[batch, heads, seq, dim]; or another --model)",
+    ),
+    (
+        "--model head size disagrees",
+        {**TENSORS, "config.json": config(hidden_size=64)},
+        ["run", *T, *MODEL],
+        1,
+        "Q's rows have 8 features but {d}/config.json gives a head 16 wide (hidden_size/num_attention_heads) "
+        "(one head's features per row; or another --model)",
+    ),
+    (
+        "--model of gpt-oss without sinks",
+        {**TENSORS, "config.json": config(model_type="gpt_oss", head_dim=8)},
+        ["run", *T, *MODEL, "--layer", "1"],
+        2,
+        "{d}/config.json: gpt-oss adds a learned sink logit per head: give it with --sinks FILE "
+        "(the model's model.layers.1.self_attn.sinks)",
+    ),
+    (
+        "--model of T5 without its bias",
+        {
+            **TENSORS,
+            "k.npy": npy(np.ones((1, 4, 5, 8))),
+            "v.npy": npy(np.ones((1, 4, 5, 8))),
+            "config.json": '{"model_type": "t5", "d_model": 32, "num_layers": 2, "num_heads": 4, "d_kv": 8}',
+        },
+        ["run", *T, *MODEL],
+        2,
+        "{d}/config.json: T5 adds a relative position bias: give it with --bias FILE (the model's position_bias, "
+        "which layer 0's relative_attention_bias makes for every layer)",
+    ),
+    (
+        "--model of a BERT with relative positions",
+        {**TENSORS, "config.json": config(model_type="bert", position_embedding_type="relative_key")},
+        ["run", *T, *MODEL],
+        1,
+        "{d}/config.json: position_embedding_type 'relative_key' is not yet supported (attn derives BERT's "
+        "attention with absolute positions, which attention does not see)",
+    ),
+    (
+        "--model names nothing",
+        TENSORS,
+        ["run", *T, "--model", "{d}/nothing.json"],
+        1,
+        "{d}/nothing.json: no such file or folder (give a model's config.json, the folder that holds it, or a "
+        ".gguf file)",
+    ),
+    (
+        "--model folder without config.json",
+        TENSORS,
+        ["run", *T, "--model", "{d}"],
+        1,
+        "{d}: not a model folder: no config.json (a model folder holds config.json, model.safetensors and "
+        "vocab.txt or tokenizer.json)",
+    ),
+    (
+        "--model config not an object",
+        {**TENSORS, "config.json": "[1, 2]"},
+        ["run", *T, *MODEL],
+        1,
+        "{d}/config.json: expected a JSON object (a model's config.json)",
+    ),
+    (
+        "--rope-scaling of an unknown kind",
+        {},
+        ["run", *QKV, "--rope", "neox", "--rope-scaling", "magic:factor=2"],
+        2,
+        "--rope-scaling: unknown RoPE scaling 'magic' (use linear, dynamic, llama3, yarn or longrope "
+        "(e.g. yarn:factor=32,original_max_position_embeddings=4096))",
+    ),
+    (
+        "--rope-scaling field unknown",
+        {},
+        ["run", *QKV, "--rope", "neox", "--rope-scaling", "linear:factr=2"],
+        2,
+        "--rope-scaling: linear RoPE scaling has no field 'factr' (it takes factor)",
+    ),
+    (
+        "--rope-scaling field missing",
+        {},
+        ["run", *QKV, "--rope", "neox", "--rope-scaling", "yarn:factor=2"],
+        2,
+        "--rope-scaling: yarn rope scaling needs original_max_position_embeddings (the context length the model "
+        "was trained at, e.g. 8192 for Llama 3.1)",
+    ),
+    (
+        "--rope-scaling value not a number",
+        {},
+        ["run", *QKV, "--rope", "neox", "--rope-scaling", "linear:factor=x"],
+        2,
+        "--rope-scaling: factor='x' is not a number (fields take numbers, true/false, or a list such as [1,1.5])",
+    ),
+    (
+        "--rope-scaling without FIELD=VALUE",
+        {},
+        ["run", *QKV, "--rope", "neox", "--rope-scaling", "linear:factor"],
+        2,
+        "--rope-scaling: expected FIELD=VALUE, got 'factor' "
+        "(e.g. yarn:factor=32,original_max_position_embeddings=4096)",
+    ),
+    (
+        "--rope-scaling JSON not an object",
+        {},
+        ["run", *QKV, "--rope", "neox", "--rope-scaling", "{{factor"],
+        2,
+        "--rope-scaling: not a JSON object (give config.json's rope_scaling object, or "
+        "e.g. yarn:factor=32,original_max_position_embeddings=4096)",
+    ),
+    (
+        "--rope-scaling JSON with rope_theta",
+        {},
+        ["run", *QKV, "--rope", "neox", "--rope-scaling", '{{"rope_type": "linear", "factor": 2, "rope_theta": 5}}'],
+        2,
+        "--rope-scaling: rope_theta is not a field of RoPE scaling (give it as --rope-theta)",
+    ),
+    (
+        "--rope-scaling without --rope",
+        {},
+        ["run", *QKV, "--rope-scaling", "linear:factor=2"],
+        2,
+        "--rope-scaling goes with --rope (add --rope neox or --rope gptj)",
+    ),
+    (
+        "--rope-features without --rope",
+        {},
+        ["run", *QKV, "--rope-features", "last"],
+        2,
+        "--rope-features goes with --rope (add --rope neox or --rope gptj)",
+    ),
+    (
+        "bundle rope_scaling of an unknown kind",
+        {"b.yaml": "q: [[1, 0]]\nk: [[1, 0]]\nv: [[1]]\nrope: neox\nrope_scaling: {rope_type: magic}\n"},
+        ["run", "{d}/b.yaml"],
+        1,
+        "{d}/b.yaml:5: rope_scaling: unknown RoPE scaling 'magic' (use linear, dynamic, llama3, yarn or longrope "
+        "(e.g. yarn:factor=32,original_max_position_embeddings=4096))",
+    ),
 ]
 
 
@@ -1945,7 +2260,10 @@ def test_catalogue(attn, samples, tmp_path, row):
     stdin, env = (rest + [None, None])[:2]
     for name, content in files.items():
         path = tmp_path / name
-        path.write_bytes(content.encode() if isinstance(content, str) else content)
+        if isinstance(content, TinyModel):
+            content.write(path)
+        else:
+            path.write_bytes(content.encode() if isinstance(content, str) else content)
     fill = {"d": str(tmp_path), "s": str(samples)}
     line = attn.fails(*(a.format(**fill) for a in args), code=code, input=stdin, env=env)
     expected = message.replace("{d}", fill["d"]).replace("{s}", fill["s"])

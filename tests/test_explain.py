@@ -138,3 +138,52 @@ def test_errors_are_the_same_as_run(attn, samples, tmp_path):
         attn.fails("explain", samples / "colors.yaml", "--temperature", "0", code=2)
         == "temperature must be a positive finite number, got 0.0"
     )
+
+
+def test_a_person_paging_json_is_told_about_the_table(attn, samples, monkeypatch):
+    """`attn explain … | less` on a terminal: JSON (a pipe), and a note on the terminal's stderr naming -f table;
+    a script (stderr not a terminal) or a chosen format gets no note."""
+    import attncli.cli.emit as emit
+
+    monkeypatch.setattr(emit, "stderr_is_terminal", lambda: True)
+    out, notes = attn.json_and_notes("explain", samples / "colors.yaml")
+    assert out["query"] == "#8517dc" and notes == [
+        "stdout is not a terminal, so this is JSON; -f table writes the steps "
+        "(FORCE_COLOR=1 attn explain … -f table | less -R keeps the colours)"
+    ]
+    assert attn.json_and_notes("explain", samples / "colors.yaml", "-f", "json")[1] == []
+    monkeypatch.setattr(emit, "stderr_is_terminal", lambda: False)
+    assert attn.json_and_notes("explain", samples / "colors.yaml")[1] == []
+
+
+def test_made_up_vectors_say_so_in_the_header(attn, samples):
+    """Seed 000's footnote names its made-up vectors fruit, apple, banana and chair: its sample says they are
+    labels, not meanings, in explain's header and run's."""
+    said = "Seed 000's footnote: made-up vectors (the names are labels, not meanings)"
+    assert said in attn("explain", samples / "footnote.yaml", "-f", "table").stdout
+    assert said in attn("run", samples / "footnote.yaml", "-f", "table").stdout
+    out = attn.json("explain", samples / "footnote.yaml", "--scale", "1")
+    assert out["scores"] == [[-3, 0, 3]] and out["columns"] == ["value"]
+
+
+def test_the_score_step_says_when_length_beats_direction(attn, tmp_path, samples):
+    """Seed 000's footnote: a = [1, 1, 1] scores 1000 with b = [1000, 0, 0] and 6 with c = [2, 2, 2], though c
+    points its way; explain says so, with the cosines, and the terms that made each score."""
+    (tmp_path / "b.yaml").write_text("q: {a: [1, 1, 1]}\nk: {b: [1000, 0, 0], c: [2, 2, 2]}\nv: [1, 2]\n")
+    text = " ".join(attn("explain", tmp_path / "b.yaml", "-f", "table").stdout.split())
+    assert (
+        "Here length, not direction, decides: b has the biggest score with a (1000.000, length 1000.000), but c "
+        "points most nearly the same way (cosine 1.000 against 0.577, length 3.464)."
+    ) in text
+    assert "--similarity cosine compares directions only" in text
+    assert "a · b = 1000.000: d0 1.000 × 1000.000 = 1000.000, d1 1.000 × 0.000 = 0.000" in text
+    footnote = " ".join(attn("explain", samples / "footnote.yaml", "-f", "table").stdout.split())
+    assert "length, not direction" not in footnote  # chair wins by direction too
+
+
+def test_the_scale_step_speaks_of_more_numbers_not_longer_vectors(attn, samples):
+    """Step 3 once said "dot products of longer vectors spread wider", meaning more dimensions; a learner
+    reads "larger". It says how many numbers a dot product adds up."""
+    text = " ".join(attn("explain", samples / "colors.yaml", "-f", "table").stdout.split())
+    assert "the more numbers a dot product adds up (d_k of them), the wider its values spread" in text
+    assert "longer vectors" not in text

@@ -474,7 +474,7 @@ def test_blocked_dbias_is_summed_to_the_bias_shape_block_by_block(bias, heads, m
 
 
 def test_blocked_backward_runs_batch_and_kv_heads_on_the_thread_pool(monkeypatch):
-    import attncli.core.grad as grad
+    import attncli.core.grad_blocks as grad
 
     rng = np.random.default_rng(12)
     q, k, v = rng.normal(size=(2, 6, 9, 4)), rng.normal(size=(2, 3, 11, 4)), rng.normal(size=(2, 3, 11, 3))

@@ -37,6 +37,20 @@ def test_seed_003_without_divide_is_saturated(attn, tmp_path, samples):
     assert attn.json_and_notes("run", tmp_path / "c.yaml", "--temperature", "1e4")[1] == []
 
 
+def test_only_colours_are_told_to_divide_by_255(attn, tmp_path):
+    (tmp_path / "b.yaml").write_text("q: [[100, 0]]\nk: [[1, 0], [0, 1]]\nv: [[1], [2]]\n")
+    _, notes = attn.json_and_notes("run", tmp_path / "b.yaml")
+    assert notes == [
+        "softmax saturates: query q0 puts 99.9 % or more of the weight on one key, the scaled scores spanning "
+        "up to 70.71 (scale the inputs down, or raise --temperature)"
+    ]
+    (tmp_path / "rgb.yaml").write_text(
+        "q: [[133, 23, 220]]\nk: [[254, 240, 217], [2, 129, 138]]\nv: [[1], [0]]\nrgb: true\n"
+    )
+    _, notes = attn.json_and_notes("run", tmp_path / "rgb.yaml")
+    assert "e.g. divide: 255 for 0–255 colours" in notes[0]  # rgb: true rows are colours
+
+
 def test_the_note_is_on_stderr_after_the_table(attn, tmp_path):
     (tmp_path / "c.yaml").write_text(COLOURS_255)
     result = attn("run", tmp_path / "c.yaml", "-f", "table")
@@ -64,7 +78,10 @@ def test_queries_that_see_nothing(attn, tmp_path):
     (tmp_path / "x.csv").write_text("1,0\n0,1\n1,1\n")
     (tmp_path / "bias.csv").write_text("0,0,0\n-inf,-inf,-inf\n0,0,0\n")
     _, notes = attn.json_and_notes("self", tmp_path / "x.csv", "--bias", tmp_path / "bias.csv")
-    assert notes == ["query x1 may attend to no key (the mask forbids every key): its weights and output are 0"]
+    assert notes == [
+        "query x1 may attend to no key (the mask forbids every key): its weights and output are 0",
+        "random W_Q, W_K, W_V: the pattern means nothing; `attn trace` shows a trained model",
+    ]
 
 
 def test_no_note_when_the_command_fails(attn, tmp_path):

@@ -6,6 +6,7 @@ Without Chromium the browser tests skip, unless ATTN_REQUIRE_BROWSER=1 (set by
 .ci/run, which installs Debian's chromium): then a missing browser fails."""
 
 import json
+import math
 import os
 import re
 import shutil
@@ -217,3 +218,131 @@ def test_too_many_weights_for_lines_is_a_note_and_the_terminal_view(attn, sample
     assert "attn-data" not in html.read_text() and "0.150" in html.read_text()
     assert "line width = weight" not in svg.read_text()
     json.loads(result.stdout)
+
+
+# --- exploring: temperature and scale sliders that recompute the weights in the page -------------
+
+
+def probed(html, probe, tmp_path, fragment=""):
+    """The page with ``probe`` (a script, run after the page's own) added, loaded; -> (DOM, log)."""
+    text = html.read_text()
+    page_copy = tmp_path / "probed.html"
+    page_copy.write_text(text.replace("</body>", f"<script>{probe}</script></body>"))
+    return load(page_copy, fragment)
+
+
+class Cells(HTMLParser):
+    """The explore section's weight cells {(q, k): (w, class)} and outputs {(q, c): value}."""
+
+    def __init__(self, dom):
+        super().__init__()
+        self.weights, self.outputs, self.body, self.explore = {}, {}, {}, {}
+        self.feed(dom)
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "body":
+            self.body = a
+        elif tag == "section" and a.get("id") == "explore":
+            self.explore = a
+        elif tag == "td" and a.get("class") in ("weight", "forbidden"):
+            w = float(a["data-w"]) if "data-w" in a else None
+            self.weights[(int(a["data-q"]), int(a["data-k"]))] = (w, a["class"])
+        elif tag == "td" and a.get("class") == "value":
+            self.outputs[(int(a["data-q"]), int(a["data-c"]))] = float(a["data-value"])
+
+
+def move(slider, value):
+    return (
+        f'var s = document.getElementById("{slider}"); s.value = "{value}"; '
+        's.dispatchEvent(new Event("input", {bubbles: true}));'
+    )
+
+
+@pytest.mark.parametrize(
+    ("command", "probe", "options"),
+    [
+        ("run", "", []),  # as the page opens: attn's own numbers
+        ("explain", move("temperature", "1"), ["--temperature", "2"]),  # the slider: 2^1
+        ("run", move("temperature", "-2"), ["--temperature", "0.25"]),
+        ("explain", move("scale", "-1"), ["--scale", str(0.5 / math.sqrt(3))]),  # half of 1/√3
+    ],
+)
+def test_sliders_recompute_the_weights_as_attn_does(attn, samples, tmp_path, command, probe, options):
+    html = tmp_path / "page.html"
+    result = attn(command, samples / "colors.yaml", "--html", html)
+    assert result.exit_code == 0, result.output
+    want = attn.json("run", samples / "colors.yaml", *options)
+    dom, log = probed(html, probe, tmp_path)
+    cells = Cells(dom)
+    assert browser_errors(log) == [] and "data-error" not in cells.body and "hidden" not in cells.explore
+    got = np.array([[cells.weights[(0, k)][0] for k in range(8)]])
+    np.testing.assert_allclose(got, want["weights"], rtol=1e-12)
+    np.testing.assert_allclose([[cells.outputs[(0, c)] for c in range(2)]], want["output"], rtol=1e-12)
+    drawn = Drawn(dom)  # the head view's lines follow the sliders too
+    assert sorted(float(a["data-w"]) for a in drawn.lines) == pytest.approx(sorted(want["weights"][0]), rel=1e-6)
+    assert float(cells.explore["data-temperature"]) == want["temperature"]
+
+
+def test_the_address_sets_the_temperature(attn, samples, tmp_path):
+    html = tmp_path / "page.html"
+    assert attn("run", samples / "q.csv", samples / "k.csv", samples / "v.csv", "--html", html).exit_code == 0
+    want = attn.json("run", samples / "q.csv", samples / "k.csv", samples / "v.csv", "--temperature", "3")
+    cells = Cells(load(html, "#temperature=3")[0])
+    np.testing.assert_allclose([[cells.weights[(0, k)][0] for k in range(3)]], want["weights"], rtol=1e-12)
+
+
+def test_forbidden_cells_are_drawn_forbidden(attn, samples, tmp_path):
+    html = tmp_path / "page.html"
+    args = (samples / "q.csv", samples / "k.csv", samples / "v.csv", "--causal")
+    assert attn("explain", *args, "--html", html).exit_code == 0
+    cells = Cells(probed(html, move("temperature", "2"), tmp_path)[0])
+    assert cells.weights[(0, 0)] == (1.0, "weight")
+    assert cells.weights[(0, 1)] == (None, "forbidden") and cells.weights[(0, 2)] == (None, "forbidden")
+
+
+def test_no_sliders_where_the_page_cannot_redo_the_maths(attn, samples, tmp_path):
+    html = tmp_path / "page.html"
+    assert attn("run", samples / "colors.yaml", "--softcap", "5", "--html", html).exit_code == 0
+    assert '"explore": null' in html.read_text()
+    big = tmp_path / "big.npz"
+    rng = np.random.default_rng(0)
+    np.savez(big, q=rng.normal(size=(65, 4)), k=rng.normal(size=(65, 4)), v=rng.normal(size=(65, 2)))
+    assert attn("run", big, "--html", html).exit_code == 0
+    assert '"explore": null' in html.read_text()
+
+
+PROBE_LAYOUT = (
+    'var t = document.querySelector("#view text.column");'
+    "document.body.dataset.titleLeft = t.getBBox().x;"
+    'document.body.dataset.heads = getComputedStyle(document.getElementById("heads")).display;'
+)
+
+
+def test_short_labels_keep_the_queries_title_whole_and_one_head_shows_no_button(attn, tmp_path):
+    (tmp_path / "b.yaml").write_text("q: {a: [1, 0]}\nk: {b: [1, 0], c: [0, 1]}\nv: [[1], [2]]\n")
+    html = tmp_path / "page.html"
+    assert attn("run", tmp_path / "b.yaml", "--html", html).exit_code == 0
+    body = Drawn(probed(html, PROBE_LAYOUT, tmp_path)[0]).body
+    assert float(body["data-title-left"]) >= 0  # "queries", not "ueries"
+    assert body["data-heads"] == "none"  # no lone "weights" button
+
+
+def test_a_decoder_page_draws_no_forbidden_pair_and_numbers_leave_them_out(tmp_path, attn):
+    """The causal triangle travels as NaN: no line, and the numbers say how many are forbidden, never 0."""
+    pytest.importorskip("tokenizers")
+    import decoder_models as dm
+
+    folder = dm.refs.write_folder(tmp_path / "gpt2", "gpt2", tokenizer=dm.refs.train_tokenizer())
+    html = tmp_path / "causal.html"
+    result = attn("trace", "The pink elephant", "-m", folder, "--layer", "0", "--html", html)
+    assert result.exit_code == 0, result.output
+    weights = np.array(json.loads(result.stdout)["weights"], dtype=float)[0]  # [heads, n, n], null as NaN
+    n = weights.shape[-1]
+    dom, log = load(html, "#heads=0&query=1")
+    drawn = Drawn(dom)
+    assert browser_errors(log) == [] and "data-error" not in drawn.body
+    assert all(int(a["data-k"]) <= int(a["data-q"]) for a in drawn.lines)  # nothing above the diagonal
+    numbers = re.search(r'<div id="numbers">(.*?)</div>', dom, re.S).group(1)
+    assert f"({n - 2} forbidden)" in numbers and "0.0000" not in numbers
+    assert f"{weights[0, 1, 0]:.4f}" in numbers

@@ -108,3 +108,33 @@ def test_shell_completion_completes_commands_and_options():
     env.update(COMP_WORDS="attn trace x --qu", COMP_CWORD="3")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["--query"]
+
+
+EMIT_RUNS = {  # a command line each command's --emit choices are tried on
+    "run": ["run", "samples/colors.yaml"],
+    "explain": ["explain", "samples/colors.yaml"],
+    "self": ["self", "samples/three_spaces.yaml"],
+    "lookup": ["lookup", "fruit", "-k", "apple,banana,chair", "-v", "10,5,2"],
+}
+
+
+@pytest.mark.parametrize("command", EMIT_RUNS)
+def test_every_emit_choice_the_help_lists_is_written(attn, command, samples):
+    """Each choice --help lists for --emit writes its matrix (self once listed dq, dk … and refused them)."""
+    listed = re.search(r"--emit ([\w|]+)", help_of(attn, command)).group(1).split("|")
+    args = [str(samples.parent / a) if a.startswith("samples/") else a for a in EMIT_RUNS[command]]
+    for choice in listed:
+        result = attn(*args, "-f", "csv", "--emit", choice)
+        assert result.exit_code == 0 and result.stdout, (choice, result.output)
+    assert attn(*args, "-f", "csv", "--emit", "dq").exit_code == 2
+
+
+def test_softmax_temperature_divides_the_numbers(attn):
+    text = " ".join(help_of(attn, "softmax").split())
+    assert "-t, --temperature T Divide the numbers by T before softmax" in text
+    assert "scaled scores" not in text and "the scores" not in text
+
+
+def test_top_level_help_says_where_to_start(attn):
+    text = " ".join(help_of(attn).split())
+    assert "Start here:" in text and "attn softmax 4.0 -1.0 2.1" in text and "attn explain" in text

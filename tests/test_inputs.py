@@ -93,7 +93,7 @@ def test_a_series_is_one_column(attn, style):
     out, notes = attn.json_and_notes("run", INPUTS / "q.npy", INPUTS / "k.npy", INPUTS / style)
     np.testing.assert_allclose(out["output"], EXPECTED["v_column"], rtol=1e-13, atol=1e-15)
     assert out["shapes"]["v"] == [5, 1] and out["keys"] == ["0", "1", "2", "3", "4"] and notes == []
-    assert out["columns"] == ["d0" if style == "v_series.json" else "value"]
+    assert out["columns"] == ["value"]  # an unnamed Series is one value per key too
 
 
 def test_pandas_orients_in_a_bundle(attn, tmp_path):
@@ -401,16 +401,16 @@ def test_self_bundle_settings(attn, tmp_path):
     (tmp_path / "s.yaml").write_text(
         "x: [[1, 0], [0, 1], [1, 1]]\nheads: 2\nseed: 3\ncausal: true\ndescription: three tokens\n"
     )
-    out = attn.json("self", tmp_path / "s.yaml")
+    out = attn.json("self", tmp_path / "s.yaml", random=True)
     assert (out["heads"], out["seed"], out["causal"]) == (2, 3, "top-left")
     assert np.array(out["weights"]).shape == (2, 3, 3)
     assert "three tokens" in attn("self", tmp_path / "s.yaml", "-f", "table").stdout  # the description, shown
-    out = attn.json("self", tmp_path / "s.yaml", "--heads", "1", "--seed", "0", "--no-causal")
+    out = attn.json("self", tmp_path / "s.yaml", "--heads", "1", "--seed", "0", "--no-causal", random=True)
     assert (out["heads"], out["seed"], out["causal"]) == (1, 0, False)
     (tmp_path / "c.yaml").write_text("x: [[1, 2, 3], [4, 5, 6]]\ncolumns: true\n")  # seed 004's columns
-    out = attn.json("self", tmp_path / "c.yaml")
+    out = attn.json("self", tmp_path / "c.yaml", random=True)
     assert len(out["queries"]) == 3 and out["d_in"] == 2
-    assert len(attn.json("self", tmp_path / "c.yaml", "--rows")["queries"]) == 2
+    assert len(attn.json("self", tmp_path / "c.yaml", "--rows", random=True)["queries"]) == 2
 
 
 @pytest.mark.parametrize("style", [s for s in SAVED if not s.endswith(".npy")])
@@ -418,3 +418,12 @@ def test_every_way_of_saving_works_from_stdin(attn, style):
     q, k, v = files(style)
     out, _ = attn.json_and_notes("run", "-", k, v, input=q.read_bytes())
     np.testing.assert_allclose(out["output"], EXPECTED["plain"], rtol=1e-13, atol=1e-15)
+
+
+def test_one_value_per_key_is_called_value(attn, tmp_path):
+    """Seed 000's v: [10, 5, 2] (and any unnamed one-column V): its output column is "value", not "d0"."""
+    (tmp_path / "b.yaml").write_text("q: [2, 1, 3]\nk: [[-1, 2, -1], [1.5, 0, -1], [4, -2, -1]]\nv: [10, 5, 2]\n")
+    assert attn.json("run", tmp_path / "b.yaml")["columns"] == ["value"]
+    assert "value" in attn("explain", tmp_path / "b.yaml", "-f", "table").stdout
+    (tmp_path / "v2.yaml").write_text("q: [2, 1, 3]\nk: [[-1, 2, -1], [1.5, 0, -1]]\nv: [[1, 2], [3, 4]]\n")
+    assert attn.json("run", tmp_path / "v2.yaml")["columns"] == ["d0", "d1"]

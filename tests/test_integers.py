@@ -133,6 +133,7 @@ class Data:
         for name, values in self.arrays.items():
             np.save(self.path(name), values)
         self._model: Path | None = None
+        self._decoder: Path | None = None
         self._plain: dict[tuple[str, bool], dict] = {}
 
     def __getitem__(self, name: str) -> np.ndarray:
@@ -153,6 +154,15 @@ class Data:
 
             self._model = write_model(self.folder / "tiny-bert")
         return self._model
+
+    @property
+    def decoder(self) -> Path:
+        """A tiny GPT-2 (32 positions) for the decoders' options of attn trace."""
+        if self._decoder is None:
+            import decoder_models as dm
+
+            self._decoder = dm.refs.write_folder(self.folder / "gpt2", "gpt2", tokenizer=dm.refs.train_tokenizer())
+        return self._decoder
 
     def plain(self, command: str, tensors: bool = False) -> list[Any]:
         """The arguments of a run of ``command`` with no integer option given."""
@@ -329,6 +339,22 @@ def explain_query(command: str, value: int, data: Data) -> None:
     close(got["output"], want_out, 1e-9)
 
 
+def self_query(command: str, value: int, data: Data) -> None:
+    """attn self --explain --query N: the token at row N of X, else refused."""
+    eye = data.path("eye")
+    outcome = run(
+        "self", data.path("x"), "--wq", eye, "--wk", eye, "--wv", eye, "--explain", "--query", value, "-f", "json"
+    )
+    if not 0 <= value < N_Q:
+        assert outcome.refused(2) == f"--query {value}: no such query (X has rows 0 to 2; give a number or a label)"
+        return
+    got = outcome.json()["explain"]
+    assert got["query_index"] == value
+    want_out, want_weights = reference(data["x"], data["x"], data["x"])
+    close(got["weights"], want_weights[value], 1e-9)
+    close(got["output"], want_out[value], 1e-9)
+
+
 def self_heads(command: str, value: int, data: Data) -> None:
     eye = data.path("eye")
     outcome = run("self", data.path("x"), "--wq", eye, "--wk", eye, "--wv", eye, "--heads", value, "-f", "json")
@@ -435,6 +461,68 @@ def check_seed(command: str, value: int, data: Data) -> None:
     assert got["rows"]["seed"] == value and got["rows"]["index"] == [0, N_Q - 1]
 
 
+def trace_top_next(command: str, value: int, data: Data) -> None:
+    """--top-next K: a decoder's K likeliest next tokens (at most its vocabulary), largest first;
+    0 for none; an encoder predicts nothing."""
+    outcome = run("trace", "the pink elephant", "-m", data.decoder, "--layer", "0", "--top-next", value, "-f", "json")
+    encoder = run("trace", *data.plain("trace"), "--top-next", value, "-f", "json")
+    if value < 0:
+        outcome.refused(2)
+        encoder.refused(2)
+        return
+    got = outcome.json()
+    if value == 0:
+        assert "next" not in got
+        assert encoder.json() == data.plain_json("trace")
+        return
+    p = got["next"]["probabilities"]
+    assert len(p) == min(value, 320) and p == sorted(p, reverse=True) and sum(p) <= 1 + 1e-9
+    assert encoder.refused(2).startswith("--top-next: BERT is an encoder")
+
+
+def trace_generate(command: str, value: int, data: Data) -> None:
+    """--generate N: N more tokens, greedy (fewer after an end-of-text token), within the
+    decoder's 32 positions; refused past them and on an encoder."""
+    outcome = run("trace", "the pink elephant", "-m", data.decoder, "--layer", "0", "--generate", value, "-f", "json")
+    prompt = 7  # "the pink elephant" in the tiny tokenizer's tokens
+    if value < 0:
+        outcome.refused(2)
+    elif prompt + value > 32:
+        assert outcome.refused(1) == (
+            f"the text is {prompt} tokens and {value} more to generate but the model takes at most 32 "
+            "(shorten it or generate fewer)"
+        )
+    else:
+        got = outcome.json()
+        generated = got.get("generated", [])
+        assert len(got["tokens"]) == prompt + len(generated) and len(generated) <= value
+        assert (len(generated) == value) or generated[-1] == "<|endoftext|>"
+    if value > 0:
+        assert run("trace", *data.plain("trace"), "--generate", value).refused(2).startswith("--generate: BERT")
+
+
+def model_layer(command: str, value: int, data: Data) -> None:
+    """--layer with --model: a Llama config.json of 2 layers, one head of D_K features (each
+    layer derives scale 1/√4, causal bottom-right and RoPE neox θ 10000); else refused."""
+    config = data.folder / "llama-config.json"
+    config.write_text(
+        json.dumps(
+            {
+                "model_type": "llama",
+                "hidden_size": D_K,
+                "num_hidden_layers": 2,
+                "num_attention_heads": 1,
+                "max_position_embeddings": 64,
+            }
+        )
+    )
+    valid = 0 <= value < 2
+    options = {"scale": 0.5, "causal": "bottom-right", "rope": ("neox", 10000.0, None, None)} if valid else None
+    line = attends(command, data, ["--model", config, "--layer", value], options, atol=1e-9 + 2**-46 * N_K)
+    if line is not None and value >= 2:
+        assert line == f"--layer {value} is out of range: {config} has 2 layers (give a layer from 0 to 1)"
+
+
 @dataclass(frozen=True)
 class Recipe:
     check: Callable[[str, Any, Data], None]
@@ -451,7 +539,9 @@ RECIPES: dict[Any, Recipe] = {
     "top": Recipe(view_option("--top", 1, float("inf"), ["--view", "top"])),
     "batch": Recipe(tensor_view("--batch")),
     "head": Recipe(tensor_view("--head")),
+    "layer": Recipe(model_layer, examples=(*SPECIAL, 2)),
     ("explain", "query"): Recipe(explain_query, examples=(*SPECIAL, 2, 3)),
+    ("self", "query"): Recipe(self_query, examples=(*SPECIAL, 2, 3)),
     ("self", "heads"): Recipe(self_heads, examples=(*SPECIAL, 2, 3)),
     ("self", "head"): Recipe(self_head),
     ("self", "seed"): Recipe(self_seed, examples=(*SPECIAL, 2**32, 2**64 + 1)),
@@ -462,6 +552,8 @@ RECIPES: dict[Any, Recipe] = {
     ("trace", "query"): Recipe(trace_pick(2, "--query", 5), examples=(*SPECIAL, -5, -6)),
     ("check", "rows"): Recipe(check_rows, examples=(*SPECIAL, 2, 3)),
     ("check", "seed"): Recipe(check_seed, examples=(*SPECIAL, 2**32 - 1, 2**32)),
+    ("trace", "top_next"): Recipe(trace_top_next, examples=(*SPECIAL, 319, 320, 321)),
+    ("trace", "generate"): Recipe(trace_generate, examples=(*SPECIAL, 25, 26)),
 }
 
 
@@ -504,6 +596,7 @@ def test_every_integer_option_has_a_recipe():
         ("trace", "layers"),
         ("trace", "query"),
         ("explain", "query"),
+        ("self", "query"),
         ("softmax", "precision"),
     } <= set(OPTIONS)
     missing = [f"attn {command} {name}" for command, name in OPTIONS if recipe_of(command, name) is None]

@@ -203,20 +203,7 @@ def _independent_grads(q, k, v, dout, turn_q, turn_k, causal):
     return turn(grads.dq, back(turn_q, -1, -2)), turn(grads.dk, back(turn_k, -1, -2)), grads.dv
 
 
-GRAD_CASES = [
-    pytest.param(
-        name,
-        marks=pytest.mark.xfail(
-            strict=True,
-            raises=ValueError,
-            reason="grad.py turns RoPE back with positions.rotate and no sequence length; "
-            "it should call positions.rotate_back(dq, dk, rope)",
-        ),
-    )
-    if REFS.kind(CASES[name]) in ("dynamic", "longrope")
-    else name
-    for name in CASES
-]
+GRAD_CASES = list(CASES)  # grad.py turns RoPE back through positions.rotate_back, every scaling included
 
 
 @pytest.mark.parametrize("name", GRAD_CASES)

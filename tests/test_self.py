@@ -11,6 +11,7 @@ from reference import attention as attention_reference
 from reference import multi_head as reference
 
 TOL = 1e-9  # float64 agreement with the reference below
+RANDOM = "random W_Q, W_K, W_V: the pattern means nothing; `attn trace` shows a trained model"  # its note
 
 
 def save(tmp_path, **arrays):
@@ -165,7 +166,7 @@ def test_yaml_bundle_and_labelled_matrix(attn, tmp_path):
     assert out["queries"] == out["keys"] == ["cat", "sat"]
     # a YAML mapping without an x entry is X itself, labelled by its keys
     (tmp_path / "x.yaml").write_text("cat: [1, 0]\nsat: [0, 1]\n")
-    assert attn.json("self", tmp_path / "x.yaml")["queries"] == ["cat", "sat"]
+    assert attn.json("self", tmp_path / "x.yaml", random=True)["queries"] == ["cat", "sat"]
 
 
 def test_three_spaces_sample(attn, samples):
@@ -223,7 +224,7 @@ SENTENCE = "The pink elephant tried to get into the car but it was too big."
 def test_sentence_out_of_the_box_matches_the_reference(attn):
     from attncli.vectors.table import load_default, phrase_words
 
-    out = attn.json("self", SENTENCE, "--heads", 2)
+    out = attn.json("self", SENTENCE, "--heads", 2, random=True)
     words = phrase_words(SENTENCE)
     assert out["queries"] == out["keys"] == words and len(words) == 14
     assert out["seed"] == 0 and out["random"] == ["W_Q", "W_K", "W_V"]
@@ -241,8 +242,11 @@ def test_sentence_out_of_the_box_matches_the_reference(attn):
 
 
 def test_seed_is_deterministic(attn):
-    a, b = attn.json("self", SENTENCE, "--heads", 2), attn.json("self", SENTENCE, "--heads", 2)
-    c = attn.json("self", SENTENCE, "--heads", 2, "--seed", 1)
+    a, b = (
+        attn.json("self", SENTENCE, "--heads", 2, random=True),
+        attn.json("self", SENTENCE, "--heads", 2, random=True),
+    )
+    c = attn.json("self", SENTENCE, "--heads", 2, "--seed", 1, random=True)
     assert a == b
     assert c["seed"] == 1 and not np.allclose(a["weights"], c["weights"])
 
@@ -251,8 +255,10 @@ def test_a_given_weight_leaves_the_random_ones_unchanged(attn, tmp_path):
     rng = np.random.default_rng(3)
     np.save(tmp_path / "wq.npy", rng.normal(size=(50, 10)))
     np.save(tmp_path / "wv.npy", rng.normal(size=(50, 4)))
-    base = attn.json("self", "she made her uncle tea", "--d-attn", 10, "--d-out", 4)
-    out = attn.json("self", "she made her uncle tea", "--wq", tmp_path / "wq.npy", "--wv", tmp_path / "wv.npy")
+    base = attn.json("self", "she made her uncle tea", "--d-attn", 10, "--d-out", 4, random=True)
+    out = attn.json(
+        "self", "she made her uncle tea", "--wq", tmp_path / "wq.npy", "--wv", tmp_path / "wv.npy", random="W_K"
+    )
     assert out["random"] == ["W_K"] and out["d_attn"] == 10 and out["d_out"] == 4
     np.testing.assert_array_equal(out["k"], base["k"])
 
@@ -260,7 +266,17 @@ def test_a_given_weight_leaves_the_random_ones_unchanged(attn, tmp_path):
 def test_cross_attention_between_sentences_and_own_vectors(attn, tmp_path):
     (tmp_path / "vec.txt").write_text("cat 1 0 0\nsat 0 1 0\nmat 0 0 1\nthe 1 1 1\n")
     out = attn.json(
-        "self", "the cat", "--context", "cat sat mat", "--vectors", tmp_path / "vec.txt", "--d-attn", 4, "--d-out", 2
+        "self",
+        "the cat",
+        "--context",
+        "cat sat mat",
+        "--vectors",
+        tmp_path / "vec.txt",
+        "--d-attn",
+        4,
+        "--d-out",
+        2,
+        random=True,
     )
     assert out["queries"] == ["the", "cat"] and out["keys"] == ["cat", "sat", "mat"]
     assert (out["d_in"], out["d_z"], out["d_attn"], out["d_out"]) == (3, 3, 4, 2)
@@ -280,6 +296,7 @@ def test_cross_attention_between_sentences_and_own_vectors(attn, tmp_path):
         4,
         "--d-out",
         2,
+        random=True,
     )
     assert same == out
 
@@ -290,7 +307,7 @@ def test_table_view(attn, tmp_path):
     text = result.stdout
     assert "self-attention X 5×50 → output 5×50" in text
     assert "d_in 50 · d_attn 50 · d_out 50 · 2 heads of d_head 25" in text
-    assert "seed 0: random W_Q, W_K, W_V" in text
+    assert "random W_Q, W_K, W_V (seed 0): the pattern means nothing; `attn trace` shows a trained model" in text
     assert "head 0 of 2" in text and "head 1 of 2" in text and "uncle" in text
     assert "… and 38 more columns" in text
     one = attn("self", "she made her uncle tea", "--heads", 2, "--head", 1, "-f", "table").stdout
@@ -494,11 +511,17 @@ def test_seed_001s_sentence_with_a_word_the_vectors_lack(attn):
     assert attn.fails("self", "Zuko made his uncle tea") == "unknown word 'Zuko' (did you mean 'yuko'?)"
     skipped, notes = attn.json_and_notes("self", "Zuko made his uncle tea", "--unknown", "skip")
     assert skipped["queries"] == ["made", "his", "uncle", "tea"]
-    assert notes == ["unknown word 'Zuko' left out (not in the bundled GloVe 6B 50d table)"]
+    assert notes == [
+        "unknown word 'Zuko' left out (not in the bundled GloVe 6B 50d table)",
+        RANDOM,
+    ]
     zeroed, notes = attn.json_and_notes("self", "Zuko made his uncle tea", "--unknown", "zero")
     assert zeroed["queries"] == ["Zuko", "made", "his", "uncle", "tea"]
     assert zeroed["q"][0] == [0] * 50 and zeroed["weights"][0][0] == [0.2] * 5  # a zero query: uniform weights
-    assert notes == ["unknown word 'Zuko' given a vector of zeros (not in the bundled GloVe 6B 50d table)"]
+    assert notes == [
+        "unknown word 'Zuko' given a vector of zeros (not in the bundled GloVe 6B 50d table)",
+        RANDOM,
+    ]
     assert attn.fails("self", "Zuko", "--unknown", "skip") == (
         "no word of 'Zuko' is in the bundled GloVe 6B 50d table (--unknown skip left them all out)"
     )

@@ -1,5 +1,7 @@
 """``attn softmax``: seed 000's numbers, negative arguments, stdin and errors."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -64,6 +66,15 @@ def test_table_shows_each_step(attn):
         assert part in text, part
     text = attn("softmax", "2", "4", "-t", "2", "-f", "table").stdout
     assert "x/2" in text and "e^(x/2 − 2)" in text and "temperature 2" in text
+
+
+def test_near_one_is_not_written_as_one(attn):
+    """Seed 000's point: softmax([30, 20, 10]) puts 0.99995 on the first, not 1."""
+    text = attn("softmax", "30", "20", "10", "-f", "table").stdout
+    assert "0.99995" in text and "4.5398e-05" in text and "2.0611e-09" in text
+    assert not re.search(r"│\s+1\.0000\s*$", text, re.M)  # no weight column reads 1.0000
+    assert "Σ e^(x − 30) = 1.00005; the weights sum to 1.0000." in text
+    assert "│   1.0000" in attn("softmax", "0", "-inf", "-f", "table").stdout  # exactly 1 stays 1.0000
 
 
 def test_formulas_follow_the_temperature(attn):

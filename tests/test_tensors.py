@@ -220,7 +220,9 @@ def test_rope_in_self_attention_heads(attn, tmp_path):
     """attn self takes the variants too: its heads are the head axis."""
     x = RNG.standard_normal((4, 8))
     np.save(tmp_path / "x.npy", x)
-    data = attn.json("self", tmp_path / "x.npy", "--heads", "2", "--rope", "neox", "--alibi", "--window", "1,0")
+    data = attn.json(
+        "self", tmp_path / "x.npy", "--heads", "2", "--rope", "neox", "--alibi", "--window", "1,0", random=True
+    )
     assert np.array(data["weights"]).shape == (2, 4, 4)
     assert (np.count_nonzero(np.array(data["weights"]), axis=-1) == [[1, 2, 2, 2]] * 2).all()
 

@@ -250,7 +250,21 @@ def test_json_is_4d_with_every_layer_and_head(attn, tiny):
     assert out["tokens"] == ["[CLS]", "the", "pink", "elephant", "[SEP]"]
     assert out["layers"] == [0, 1] and out["heads"] == [0, 1] and out["queries"] == [0, 1, 2, 3, 4]
     assert np.array(out["weights"]).shape == (2, 2, 5, 5)
-    assert out["model"] == str(tiny)
+    assert out["model"] == {
+        "name": str(tiny),
+        "family": "BERT",
+        "kind": "encoder",
+        "layers": 2,
+        "heads": 2,
+        "kv_heads": 2,
+        "d_model": 8,
+        "window": None,
+        "rope_theta": None,
+    }
+    assert out["attention"] == [
+        {"layers": [0, 1], "scale": 0.5, "temperature": 1.0, "similarity": "dot", "causal": False}
+    ]
+    assert "next" not in out and "summary" not in out
 
 
 def test_selecting_layers_heads_and_a_query(attn, tiny, tiny_model):
@@ -338,7 +352,7 @@ def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
         (
             tiny / "vocab.txt",
             f"{tiny / 'vocab.txt'}: is a file, not a model folder "
-            "(give the folder that holds config.json and model.safetensors)",
+            "(give the folder that holds config.json and model.safetensors, or a .gguf file)",
         ),
         (
             tmp_path,
@@ -393,7 +407,7 @@ def test_errors_name_the_problem(attn, tmp_path, tiny, monkeypatch):
         assert message.endswith(expected) and message.startswith("/"), (message, expected)
     garbage = broken(tmp_path, "garbage", lambda f: (f / "model.safetensors").write_bytes(b"not safetensors"))
     assert attn.fails("trace", "the car", "-m", garbage).startswith(
-        f"{garbage / 'model.safetensors'}: cannot read the parameters: "
+        f"{garbage / 'model.safetensors'}: is not a readable safetensors file ("  # attn run's reader
     )
     missing = write_model(
         tmp_path / "missing",

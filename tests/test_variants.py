@@ -87,6 +87,23 @@ def test_every_variant_matches_the_loop(name, options, settings, h_kv):
         np.testing.assert_allclose(out, expected_out, rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("name, options, settings", CASES, ids=[c[0] for c in CASES])
+def test_the_kernels_plain_online_softmax_alone_matches_the_loop(monkeypatch, name, options, settings, dtype):
+    """The blocked kernel with every tuned choice turned off (the running max
+    always, no window stacks): the plain algorithm gives every variant."""
+    from attncli.core import blocking, kernel
+
+    monkeypatch.setattr(kernel, "_choose", lambda p: kernel.Softmax.RUNNING_MAX)
+    monkeypatch.setattr(blocking, "stack_band", lambda *args: None)
+    q, k, v = tensors(h_kv=H_KV, dtype=dtype)
+    expected, _ = heads_attention(q, k, v, **settings)
+    tol = 1e-12 if dtype == np.float64 else 1e-5
+    for key_block in (2, 3, N_K):
+        out = attention_blocked(q, k, v, AttentionOptions(**options), query_block=2, key_block=key_block, workers=2)
+        np.testing.assert_allclose(out, expected, rtol=tol, atol=tol)
+
+
 @pytest.mark.parametrize("name, options, settings", CASES, ids=[c[0] for c in CASES])
 def test_float32_stays_float32_within_pytorch_tolerance(name, options, settings):
     q, k, v = tensors(dtype=np.float32)

@@ -128,12 +128,18 @@ def test_shades():
     assert [shade(x) for x in (0, 0.19, 0.2, 0.5, 0.79, 0.8, 1.0)] == [" ", " ", "░", "▒", "▓", "█", "█"]
 
 
-def test_legend_runs_to_one_unless_scale_to_max(attn, samples, monkeypatch):
+def test_legend_runs_to_the_largest_when_no_weight_reaches_half(attn, samples, monkeypatch):
+    """Seed 003's weights are 0.093–0.158: on a 0–1 scale one uniform purple, so by default
+    the colours run to the largest weight, and the legend says so; --scale-to-one runs them to 1."""
     text = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml"))
-    assert re.search(r"0 ▕ {20}▏ 1\b", text)
-    assert "the largest weight is 0.158: --scale-to-max spreads the colours" in text
-    text = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml", "--scale-to-max"))
     assert "▏ 0.158 (the largest weight)" in text
+    assert "(no weight reaches 0.5; --scale-to-one: 0 to 1)" in text
+    text = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml", "--scale-to-one"))
+    assert re.search(r"0 ▕ {20}▏ 1\b", text) and "no weight reaches" not in text
+    text = plain(terminal(attn, monkeypatch, "run", samples / "colors.yaml", "--scale-to-max"))
+    assert "▏ 0.158 (the largest weight)" in text and "no weight reaches" not in text
+    text = plain(terminal(attn, monkeypatch, "run", samples / "q.csv", samples / "k.csv", samples / "v.csv"))
+    assert re.search(r"0 ▕ {20}▏ 1\b", text)  # 0.828 reaches half: 0 to 1
 
 
 def test_scale_decides_the_colour(attn, samples, monkeypatch):
@@ -141,8 +147,12 @@ def test_scale_decides_the_colour(attn, samples, monkeypatch):
         text = terminal(attn, monkeypatch, "run", samples / "colors.yaml", *extra)
         return re.search(r"48;2;(\d+);(\d+);(\d+)m  0\.158", text).groups()
 
-    assert tuple(map(int, cell())) == colour(0.158)
-    assert tuple(map(int, cell("--scale-to-max"))) == colour(1.0)
+    assert tuple(map(int, cell("--scale-to-one"))) == colour(0.158)
+    assert tuple(map(int, cell())) == tuple(map(int, cell("--scale-to-max"))) == colour(1.0)
+    weights = attn.json("run", samples / "colors.yaml", "-f", "json")["weights"][0]
+    text = terminal(attn, monkeypatch, "run", samples / "colors.yaml")
+    lowest = re.search(r"48;2;(\d+);(\d+);(\d+)m  0\.093", text).groups()
+    assert tuple(map(int, lowest)) == colour(min(weights) / max(weights))  # spread: no longer one purple
 
 
 # --- the compact heatmap --------------------------------------------------------------------------
@@ -302,21 +312,27 @@ def test_trace_query_grid_never_cuts_at_80_or_100_columns(attn, monkeypatch, col
     assert all(len(line) <= columns for line in text.splitlines())
     assert "…" not in text
     head_11 = [line for line in text.splitlines() if line.startswith("head 11 ")]
-    assert any(line.rstrip().endswith("elephant 0.37") for line in head_11)  # the README's headline
+    assert any(
+        line.rstrip().endswith("elephant 0.37 (0.40)") for line in head_11
+    )  # the README: every token looks there
     assert "layer 5" in text
 
 
 def test_trace_query_grid_shortens_long_tokens_with_a_legend():
-    from attncli.cli.commands.trace import Selection, query_grid
-    from attncli.models.running import Trace
+    from types import SimpleNamespace
+
+    from attncli.cli.trace_run import Traced
+    from attncli.cli.trace_views import query_grid
 
     tokens = ["[CLS]", "it", "supercalifragilistic", "superb", "[SEP]"]
-    weights = np.zeros((2, 3, 5, 5))
+    weights = np.zeros((2, 3, 1, 5))
     weights[..., 2] = 0.9  # every head of every layer looks at the long token
     weights[..., 1] = 0.1
-    trace = Trace(tokens, [True, False, False, False, True], np.zeros((5, 2)), weights)
-    sel = Selection(trace, [0, 1], [0, 1, 2], [1], list(range(5)), 1)
-    text = plain(render(query_grid(sel, 2, ViewStyle()), width=80))
+    model = SimpleNamespace(family=SimpleNamespace(decoder=None))
+    traced = Traced(
+        model, tokens, [True, False, False, False, True], list(range(5)), [0, 1], [0, 1, 2], [1], 1, weights, None
+    )
+    text = plain(render(query_grid(traced, 2, ViewStyle()), width=80))
     short = abbreviate(tokens, 10)[2]
     assert short == "superc…tic"
     assert text.count(f"{short} 0.90") == 6

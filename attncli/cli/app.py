@@ -227,6 +227,14 @@ def _main(
 
 
 CLOSING = """\
+\b
+Start here: five commands, ten minutes (the README's learning path):
+  attn softmax 4.0 -1.0 2.1                          # scores into weights (seed 000)
+  attn lookup fruit --keys apple,banana,chair        # a lookup by meaning (seed 000)
+  attn explain samples/colors.yaml                   # every step, with numbers (seed 003)
+  attn self samples/three_spaces.yaml --explain      # Q = XW_Q + b_q, one token (seed 004)
+  attn trace "The pink elephant …" --model M         # a trained model's heads (seed 001)
+
 'attn COMMAND --help' shows a command's options and more examples. Tab
 completion for your shell: attn --install-completion (or --show-completion to
 see the script). On a terminal you get views; in a pipe, JSON."""

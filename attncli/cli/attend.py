@@ -22,7 +22,10 @@ def every_step(inputs: Inputs) -> Steps:
     from attncli.core.reference import reference
 
     steps = reference(inputs.q.values, inputs.k.values, inputs.v.values, inputs.options)
-    check_attention(inputs.options, inputs.queries, inputs.k.shape[-2], steps, math.prod(steps.weights.shape[:-2]))
+    colours = not inputs.tensors and (inputs.query_colours is not None or inputs.key_colours is not None)
+    check_attention(
+        inputs.options, inputs.queries, inputs.k.shape[-2], steps, math.prod(steps.weights.shape[:-2]), colours
+    )
     return steps
 
 

@@ -18,56 +18,25 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.paths import READS
+from attncli.cli.option_arrays import ARRAY_OPTIONS, OptionArrays, mask_and_bias
+from attncli.cli.paths import READS, READS_CONFIG
+from attncli.cli.values import ValueParser, rope_scaling_value, window_sides
 from attncli.core.options import CAUSAL_ALIGNS, SIMILARITIES
-from attncli.core.rope import ROPE_STYLES
+from attncli.core.rope import ROPE_FEATURES, ROPE_STYLES
 from attncli.errors import AttnError, UsageError
 
 if TYPE_CHECKING:
-    import numpy as np
-
+    from attncli.cli.model_options import FromModel
     from attncli.cli.settings import BundleSettings
     from attncli.core.options import AttentionOptions, CausalAlign
+    from attncli.core.rope import Rope, RopeScaling
 
 # The choices Typer offers, made from the core's own names (one Similarity, one alignment).
 Similarity = Enum("Similarity", {name: name for name in SIMILARITIES}, type=str)  # type: ignore[misc]
 Align = Enum("Align", {name.replace("-", "_"): name for name in CAUSAL_ALIGNS}, type=str)  # type: ignore[misc]
-RopeStyle = Enum("RopeStyle", {name: name for name in ROPE_STYLES}, type=str)  # type: ignore[misc]
-
-
-@dataclass(frozen=True)
-class ValueParser:
-    """The one parser of a value that is more than a number or a word (a window's
-    "3,0"), for the command line (Typer's ``parser=``) and bundle settings alike
-    (``settings.py`` calls ``parse`` and names the setting in its errors)."""
-
-    parse: Callable[[Any], Any]  # raises AttnError without naming the flag or setting
-    flag: str
-
-    def __call__(self, value: Any) -> Any:
-        try:
-            return self.parse(value)
-        except AttnError as e:
-            raise UsageError(f"{self.flag}: {e.message}", hint=e.hint) from None
-
-
-def window_sides(value: Any) -> tuple[int, int]:
-    """A window as typed ("3,0") or as a bundle writes it ([3, 0], "3,0") -> (left, right)."""
-    if isinstance(value, (list, tuple)):
-        parts = list(value)
-    else:
-        parts = [p.strip() for p in str(value).strip("[]() ").split(",")]
-    try:
-        if len(parts) != 2 or any(isinstance(p, bool) or (isinstance(p, float) and not p.is_integer()) for p in parts):
-            raise ValueError
-        left, right = (int(p) for p in parts)
-    except (ValueError, TypeError, OverflowError):
-        shown = ",".join(map(str, value)) if isinstance(value, (list, tuple)) else value
-        raise AttnError(
-            f"expected LEFT,RIGHT (two whole numbers, -1 for unbounded), got {shown!r}",
-            hint="a causal sliding window of W keys is W-1,0",
-        ) from None
-    return left, right
+# --rope: the core's styles, and none (Q and K already rotated: turns off a RoPE --model derives).
+RopeStyle = Enum("RopeStyle", {**{name: name for name in ROPE_STYLES}, "none": "none"}, type=str)  # type: ignore[misc]
+RopeFeatures = Enum("RopeFeatures", {name: name for name in ROPE_FEATURES}, type=str)  # type: ignore[misc]
 
 
 TemperatureOption = Annotated[
@@ -91,6 +60,32 @@ class AttentionFlags:
     """The attention options as typed on the command line (and, through
     ``with_settings``, a bundle's settings), in the order help shows them."""
 
+    model: str | None = option(
+        Annotated[
+            str | None,
+            typer.Option(
+                "--model",
+                metavar="PATH",
+                show_default=False,
+                help="Take the attention settings of a model's layer from its config: a config.json, a folder "
+                "holding one, or a .gguf file (its metadata). Scale, causal, window, soft-cap, RoPE (style, θ, "
+                "features, scaling), ALiBi as that family does them; an option typed as well wins.",
+            ),
+            READS_CONFIG,
+        ]
+    )
+    layer: int | None = option(
+        Annotated[
+            int | None,
+            typer.Option(
+                "--layer",
+                min=0,
+                metavar="N",
+                show_default=False,
+                help="With --model: the layer (from 0) whose settings apply. Needed when its layers differ.",
+            ),
+        ]
+    )
     mask: str | None = option(
         Annotated[
             str | None,
@@ -190,8 +185,9 @@ class AttentionFlags:
         Annotated[
             bool,
             typer.Option(
-                "--alibi",
-                help="ALiBi: add -m_h·|i+n_k-n_q-j| to head h's scores, slopes m_h = 2^(-8(h+1)/H) (Press et al.).",
+                "--alibi/--no-alibi",
+                help="ALiBi: add -m_h·|i+n_k-n_q-j| to head h's scores, slopes m_h = 2^(-8(h+1)/H) (Press et al.). "
+                "--no-alibi turns off an ALiBi --model derives.",
             ),
         ],
         False,
@@ -216,7 +212,8 @@ class AttentionFlags:
                 show_default=False,
                 help="Rotate Q and K by position first (RoPE). neox: halves, rotate_half "
                 "(Hugging Face LLaMA, GPT-NeoX); "
-                "gptj: interleaved pairs (GPT-J, Meta's complex form). Keys at 0..n_k-1, queries at n_k-n_q+i.",
+                "gptj: interleaved pairs (GPT-J, Meta's complex form, Cohere). Keys at 0..n_k-1, queries at "
+                "n_k-n_q+i. none: Q and K are already rotated (turns off the RoPE --model derives).",
             ),
         ]
     )
@@ -238,7 +235,8 @@ class AttentionFlags:
                 "--rope-dim",
                 metavar="N",
                 show_default=False,
-                help="Rotate only the first N features of each head (Pythia, GPT-NeoX's rotary_pct). Default: all.",
+                help="Rotate only N features of each head (Pythia, GPT-NeoX's rotary_pct), the first unless "
+                "--rope-features last. Default: all.",
             ),
         ]
     )
@@ -251,6 +249,31 @@ class AttentionFlags:
                 show_default=False,
                 help="The first query's RoPE position (within ±2^32). Default n_k-n_q: the queries are the "
                 "last tokens.",
+            ),
+        ]
+    )
+    rope_features: RopeFeatures | None = option(
+        Annotated[
+            RopeFeatures | None,
+            typer.Option(
+                "--rope-features",
+                show_default=False,
+                help="Which --rope-dim features turn: the first (default; GPT-NeoX, Phi-3) or the last "
+                "(DeepSeek's qk_rope_head_dim).",
+            ),
+        ]
+    )
+    rope_scaling: RopeScaling | None = option(
+        Annotated[
+            Any,
+            typer.Option(
+                "--rope-scaling",
+                metavar="KIND:FIELD=VALUE,…",
+                show_default=False,
+                parser=ValueParser(rope_scaling_value, "--rope-scaling"),
+                help="Stretch RoPE as config.json's rope_scaling does: KIND linear, dynamic, llama3, yarn or "
+                "longrope with that object's fields, e.g. yarn:factor=32,original_max_position_embeddings=4096 "
+                "(docs/models.md lists each kind's); or the object itself as JSON. none turns a derived one off.",
             ),
         ]
     )
@@ -268,57 +291,89 @@ class AttentionFlags:
         ]
     )
     given: frozenset[str] = frozenset()  # the options typed on the command line: they override a bundle
+    bundle: frozenset[str] = frozenset()  # the options a bundle's settings set (not typed)
+    derived: FromModel | None = None  # what --model derives for --layer (``with_model``)
 
     def build(self, arrays: OptionArrays | None = None) -> AttentionOptions:
         """The core's AttentionOptions from these flags and the arrays read for them
         (nothing is read here). A bias's -inf forbids its pair as the mask does, and
-        is shown so (a dash, not a weight 0)."""
-        import numpy as np
-
-        from attncli.core.options import AttentionOptions, Rope
+        is shown so (a dash, not a weight 0). With ``--model``, what it derives
+        for the layer is the start, and each option set here replaces its part."""
+        from attncli.core.options import AttentionOptions
 
         arrays = arrays or OptionArrays()
-        mask, bias = arrays.mask, arrays.bias
-        if bias is not None and not np.isfinite(bias).all():
-            finite = np.isfinite(bias)
-            try:
-                mask = finite if mask is None else mask & finite
-                bias = np.where(finite, bias, 0.0)
-            except ValueError:  # shapes that do not fit: the core names them
-                pass
+        mask, bias = mask_and_bias(arrays)
         causal: CausalAlign | None = (
             self.causal_align.value if self.causal_align is not None else ("top-left" if self.causal else None)
         )
-        rope = None
-        if self.rope is not None:
-            rope = Rope(self.rope.value, self.rope_theta, self.rope_dim, self.rope_offset)
-        else:
-            given = [
-                flag
-                for flag, value in (
-                    ("--rope-theta", self.rope_theta != 10000.0),
-                    ("--rope-dim", self.rope_dim is not None),
-                    ("--rope-offset", self.rope_offset is not None),
-                )
-                if value
-            ]
-            if given:
-                raise UsageError(f"{given[0]} goes with --rope", hint="add --rope neox or --rope gptj")
         same = {
             f.name: getattr(self, f.name)
             for f in fields(AttentionOptions)
             if f.name not in MADE_BY_BUILD and hasattr(self, f.name)
         }
-        return AttentionOptions(
+        options = AttentionOptions(
             **same,
             similarity=self.similarity.value,
             causal=causal,
             mask=mask,
             bias=bias,
             alibi_slopes=arrays.alibi_slopes,
-            rope=rope,
+            rope=self.rope_over(self.derived.attention.options.rope if self.derived else None),
             sinks=arrays.sinks,
         )
+        if self.derived is None:
+            return options
+        from attncli.cli.model_options import with_derived
+
+        return with_derived(self, options)
+
+    @property
+    def typed(self) -> frozenset[str]:
+        """The options set by the user: typed, or a bundle's settings."""
+        return self.given | self.bundle
+
+    def rope_over(self, derived: Rope | None) -> Rope | None:
+        """RoPE from --rope and its options, over the RoPE --model derived (each option
+        given replaces its part; --rope none turns it off)."""
+        from attncli.core.rope import Rope
+
+        parts = {
+            "theta": ("rope_theta", self.rope_theta, self.rope_theta != 10000.0),
+            "dim": ("rope_dim", self.rope_dim, self.rope_dim is not None),
+            "offset": ("rope_offset", self.rope_offset, self.rope_offset is not None),
+            "scaling": ("rope_scaling", self.rope_scaling, self.rope_scaling is not None),
+            "features": (
+                "rope_features",
+                None if self.rope_features is None else self.rope_features.value,
+                self.rope_features is not None,
+            ),
+        }
+        chosen: dict[str, Any] = {
+            part: value
+            for part, (name, value, changed) in parts.items()
+            if (name in self.typed if self.derived else changed)
+        }
+        style = None if self.rope is None else self.rope.value
+        if style == "none" or (style is None and derived is None):
+            if chosen:
+                name = parts[next(iter(chosen))][0]
+                raise UsageError(f"--{name.replace('_', '-')} goes with --rope", hint="add --rope neox or --rope gptj")
+            return None
+        if derived is not None:
+            return replace(derived, **({"style": style} if style else {}), **chosen)
+        if chosen.get("features") is None:
+            chosen.pop("features", None)
+        return Rope(style, **chosen)  # type: ignore[arg-type]
+
+    def with_model(self) -> AttentionFlags:
+        """These flags with what --model derives for --layer (read here, once)."""
+        if self.model is None:
+            if self.layer is not None:
+                raise UsageError("--layer goes with --model", hint="add --model config.json (or the model's folder)")
+            return self
+        from attncli.cli.model_options import read_model
+
+        return replace(self, derived=read_model(self.model, self.layer))
 
     def with_settings(self, settings: BundleSettings) -> AttentionFlags:
         """These flags with a bundle's settings for the options not given on the command
@@ -328,7 +383,8 @@ class AttentionFlags:
         values = settings.fill(
             {name: getattr(self, name) for name in names}, {n: ALIASES[n] for n in names}, self.given
         )
-        filled = replace(self, **values)
+        set_here = frozenset(n for n in settings.values if n in values and n not in self.given)
+        filled = replace(self, **values, bundle=self.bundle | set_here)
         try:
             filled.build()
         except AttnError as e:
@@ -361,17 +417,6 @@ def _builds(name: str, values: dict[str, Any]) -> bool:
     return True
 
 
-@dataclass(frozen=True)
-class OptionArrays:
-    """The arrays attention options name, as read from their files or a bundle's entries."""
-
-    mask: np.ndarray | None = None  # bool, True where a query may attend
-    bias: np.ndarray | None = None  # added to the scaled scores
-    sinks: np.ndarray | None = None  # one logit per query head
-    alibi_slopes: np.ndarray | None = None  # one slope per query head
-
-
-ARRAY_OPTIONS = tuple(f.name for f in fields(OptionArrays))  # the options that name a file; in a bundle, entries
 # The core's options that build() makes from flags and arrays; every other flag of the same
 # name as a core option (scale, window, softcap, ...) is passed to the core as it is.
 MADE_BY_BUILD = frozenset({"similarity", "causal", "mask", "bias", "alibi_slopes", "rope", "sinks"})
@@ -385,9 +430,12 @@ ATTENTION_OPTIONS: dict[str, tuple[Any, Any]] = {
 }
 
 
+NOT_SETTINGS = frozenset({"model", "layer"})  # options a bundle may not set: a model is named on the command line
+
+
 def setting_names() -> list[str]:
     """The attention options a bundle may set: every one but the files."""
-    return [name for name in ATTENTION_OPTIONS if name not in ARRAY_OPTIONS]
+    return [name for name in ATTENTION_OPTIONS if name not in ARRAY_OPTIONS and name not in NOT_SETTINGS]
 
 
 def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -403,42 +451,3 @@ def attention_options(*names: str) -> Callable[[Callable[..., Any]], Callable[..
     from attncli.cli.groups import option_group
 
     return option_group("attention", AttentionFlags, ATTENTION_OPTIONS, names or tuple(ATTENTION_OPTIONS))
-
-
-# How to give a mask's numbers as a bias instead, by where the mask came from.
-AS_BIAS = {"file": "give the file as --bias FILE", "entry": "name the entry bias"}
-
-
-def allowed_cells(values: np.ndarray, source: str, given_as: str) -> np.ndarray:
-    """A mask as read (``given_as`` "file" or bundle "entry") -> bool [..., rows,
-    cols] (any rank, as the mask is), True where a query may attend. A mask says
-    where, never how much: a cell other than 0/1 (true/false) is refused, saying
-    how to give it as a bias; a mask of numbers that are all 0 gets a note saying
-    the same, as it is likely PyTorch's additive float mask (which 0 leaves unchanged)."""
-    import numpy as np
-
-    from attncli.cli.notes import note
-
-    values = np.asarray(values)
-    if values.dtype == bool:
-        return values
-    cells = np.isin(values, (0, 1))
-    if not cells.all():
-        other = float(values[~cells].flat[0])
-        raise AttnError(
-            f"the mask holds {other:g}, but a mask holds only 1 (may attend) and 0 (may not)",
-            source=source,
-            hint=f"to add numbers to the scores, {AS_BIAS[given_as]}",
-        )
-    if not values.any():
-        note(
-            f"the mask's cells are all 0, so no query may attend to any key; if it is PyTorch's float "
-            f"attn_mask, which is added to the scores, {AS_BIAS[given_as]}",
-            source,
-        )
-    return values.astype(bool)
-
-
-def per_head(values: np.ndarray) -> np.ndarray:
-    """One number per head, [H] or [..., H], from a matrix as read (a row [1, H] is [H])."""
-    return values[0] if values.ndim == 2 and values.shape[0] == 1 else values

@@ -58,6 +58,7 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
     """JSON, the terminal view and the arrays of one check (the arrays when the verdict kept them)."""
     from attncli.cli.describe import attention_data, call_of
     from attncli.cli.inputs import layout_shape
+    from attncli.cli.model_options import model_data, model_line
 
     assert verdict.by_query is not None and verdict.baseline_by_query is not None
     by_query = _by_head(verdict.by_query)  # [batches, heads, rows checked]
@@ -100,6 +101,7 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
         "shape": list(layout_shape(out_shape, inputs.layout)),
         "layout": inputs.layout.value,
         **attention_data(options, call),
+        **model_data(inputs.flags),
     }
 
     def view() -> Any:
@@ -117,6 +119,7 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
             ("PASS" if ok else "FAIL", "bold green" if ok else "bold red"),
             f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {inputs.layout.value})\n",
             settings_line(options, call),
+            model_line(inputs.flags),
             "\n",
             f"max |OUT - ref| {verdict.max_error:.3g} at {data['worst']['where']} "
             f"(OUT {verdict.worst_out:.6g}, reference {verdict.worst_reference:.6g})\n",

@@ -1,6 +1,7 @@
 """The settings in force, said the one way the core declares them
 (``core.options.SAYINGS``): the words of a header, the JSON fields every
-attention command writes, and explain's sentence for each."""
+attention command writes, and explain's sentence for each; and under RoPE
+scaling, the frequencies it gives (``scaled_frequencies``)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,21 @@ def sentence(options: AttentionOptions, call: Call, field: str) -> str | None:
     from attncli.core.options import said
 
     return next((s.explain for s in said(options, call) if s.field == field), None)
+
+
+def scaled_frequencies(options: AttentionOptions, call: Call) -> dict[str, Any] | None:
+    """Under RoPE scaling, each pair's frequency as plain RoPE has it and as the scaling makes it
+    (the core's own ``rope_frequencies``, for this sequence's length), and the attention factor;
+    None without scaling. What explain shows, and writes in its JSON."""
+    from dataclasses import replace
+
+    from attncli.core.positions import rope_frequencies, rope_length
+
+    rope = options.rope
+    if rope is None or rope.scaling is None:
+        return None
+    dim = rope.dim or call.d_k
+    length = rope_length(call.n_q, call.n_k, rope)
+    plain, _ = rope_frequencies(replace(rope, scaling=None), dim, length)
+    scaled, factor = rope_frequencies(rope, dim, length)
+    return {"plain": plain, "scaled": scaled, "attention_factor": factor, "length": length}

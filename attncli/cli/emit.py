@@ -49,6 +49,11 @@ def is_terminal() -> bool:
     return sys.stdout.isatty()
 
 
+def stderr_is_terminal() -> bool:
+    """Is a person watching stderr (notes meant for a person, not a script)?"""
+    return sys.stderr.isatty()
+
+
 def choose_format(fmt: Format | None) -> Format:
     if fmt is not None:
         return fmt

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attncli.cli.describe import call_of, sentence, settings_line
-from attncli.text import plural
+from attncli.cli.model_options import model_line
+from attncli.errors import UsageError
+from attncli.text import clip, parse_index, plural
 
 if TYPE_CHECKING:
     import numpy as np
@@ -26,6 +28,19 @@ ORDER = (
     "logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
     "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)"
 )
+
+
+def pick_query(labels: list[str], query: str | None, what: str) -> int:
+    """The row --query names: a label first, else a row number from 0 (``what``: the matrix, for the hint)."""
+    if query is None:
+        return 0
+    if query in labels:
+        return labels.index(query)
+    row = parse_index(query)
+    if row is not None and 0 <= row < len(labels) and query.strip()[:1] != "-":
+        return row
+    rows = "row 0" if len(labels) == 1 else f"rows 0 to {len(labels) - 1}"
+    raise UsageError(f"--query {clip(query)}: no such query", hint=f"{what} has {rows}; give a number or a label")
 
 
 @dataclass
@@ -73,16 +88,14 @@ def explain_view(
     """The steps one under another, for query row ``i`` of one head."""
     from rich.text import Text
 
-    from attncli.cli.guards import rows_sum
     from attncli.cli.run_result import readings
-    from attncli.output.render import heatmap, stack
+    from attncli.output.render import stack
 
     page = Page(inputs, steps, i, precision, style)
     options = inputs.options
     q, k, v = inputs.q.values, inputs.k.values, inputs.v.values
     (n_q, d_k), (n_k, d_v) = q.shape, v.shape
-    cosine = options.similarity == "cosine"
-    lines = [ORDER] if any(page.said(f) for f in ("rope", "softcap", "alibi_slopes", "window", "sinks")) else []
+    lines = variant_lines(page)
     if inputs.head is not None:
         lines.append(f"batch {inputs.head[0]} · head {inputs.head[1]} of the tensors (--batch, --head choose another)")
     sections = [
@@ -92,6 +105,7 @@ def explain_view(
             ("\n" + inputs.description) if inputs.description else "",
             "\n",
             settings_line(options, page.call, steps.allowed),
+            model_line(inputs.flags),
             *(p for line in lines for p in ("\n", line)),
         ),
         page.heading(
@@ -102,8 +116,37 @@ def explain_view(
         ),
         page.table(k, page.key_rows, inputs.k.col_labels or columns(d_k), f"K: {plural(n_k, 'key')}, {n_k}×{d_k}"),
         page.table(v, page.key_rows, inputs.columns, f"V: one value per key, {n_k}×{d_v}"),
+        *attention_sections(page),
+        readings(inputs, steps, precision, rows=[i]),
+    ]
+    if backward is not None:
+        sections += backward_sections(page, backward)
+    return stack(*sections)
+
+
+def variant_lines(page: Page) -> list[str]:
+    """The whole formula, in the order the settings act, when a variant is in force."""
+    return [ORDER] if any(page.said(f) for f in ("rope", "softcap", "alibi_slopes", "window", "sinks")) else []
+
+
+def attention_sections(page: Page, scores_title: str = "Scores: QKᵀ") -> list[Any]:
+    """From Q, K and V to the output, for ``page``'s query: RoPE, the scores (the
+    query's written out, with the terms that made each big), the scale, the
+    soft-cap, the mask, the softmax and the weighted sum. What ``explain`` and
+    ``self --explain`` share."""
+    from rich.text import Text
+
+    from attncli.cli.guards import rows_sum
+    from attncli.output.render import heatmap
+
+    inputs, steps, i, precision = page.inputs, page.steps, page.i, page.precision
+    options = inputs.options
+    n_q, n_k = steps.weights.shape
+    cosine = options.similarity == "cosine"
+    return [
         *rope_section(page),
-        page.heading("Scores: cos(q, k)" if cosine else "Scores: QKᵀ", *score_sentences(page)),
+        page.heading("Scores: cos(q, k)" if cosine else scores_title, *score_sentences(page)),
+        *score_terms(page),
         page.table(
             steps.scores,
             page.rows,
@@ -131,7 +174,7 @@ def explain_view(
             precision=precision,
             allowed=steps.allowed,
             title=f"weights, {rows_sum(options, n_q, n_k)}",
-            style=style,
+            style=page.style,
         ),
         page.heading(
             "Output: weights · V",
@@ -141,18 +184,14 @@ def explain_view(
             weighted_sum(
                 inputs.queries[i],
                 steps.weights[i],
-                v,
+                inputs.v.values,
                 steps.output[i],
                 precision,
                 None if steps.allowed is None else steps.allowed[i],
             )
         ),
         page.table(steps.output, page.rows, inputs.columns, "output = weights · V"),
-        readings(inputs, steps, precision, rows=[i]),
     ]
-    if backward is not None:
-        sections += backward_sections(page, backward)
-    return stack(*sections)
 
 
 def rope_section(page: Page) -> list[Any]:
@@ -163,9 +202,28 @@ def rope_section(page: Page) -> list[Any]:
     names = [f"d{j}" for j in range(rotated[0].shape[-1])]
     return [
         page.heading(f"RoPE ({rope.style}): Q and K rotated by position", page.said("rope")),
+        *frequency_table(page),
         page.table(rotated[0], page.rows, names, "RoPE(Q)"),
         page.table(rotated[1], page.key_rows, names, "RoPE(K)"),
     ]
+
+
+def frequency_table(page: Page) -> list[Any]:
+    """Under RoPE scaling: the frequencies, plain and scaled, and their ratio, one column a pair."""
+    import numpy as np
+
+    from attncli.cli.describe import scaled_frequencies
+
+    got = scaled_frequencies(page.inputs.options, page.call)
+    rope = page.inputs.options.rope
+    if got is None or rope is None or rope.scaling is None:
+        return []
+    kind, factor = rope.scaling.kind, got["attention_factor"]
+    table = np.stack([got["plain"], got["scaled"], got["scaled"] / got["plain"]])  # [3, dim / 2]
+    pairs = [f"pair {i}" for i in range(table.shape[1])]
+    said = f"cos and sin are multiplied by the attention factor {factor:.6g}." if factor != 1 else None
+    title = f"frequencies, plain and {kind}-scaled (sequence length {got['length']})"
+    return [page.table(table, ["θ^(−2i/d)", kind, "ratio"], pairs, title), *([said] if said else [])]
 
 
 def softcap_section(page: Page) -> list[Any]:
@@ -246,7 +304,90 @@ def score_sentences(page: Page) -> list[str]:
         "A score is the dot product of a query and a key: multiply them number by number and add up. "
         "The more alike they are, the bigger the score.",
         dot,
+        *magnitude_sentences(page),
     ]
+
+
+def query_and_keys(page: Page) -> tuple[np.ndarray, np.ndarray]:
+    """The query's row and K as they meet in the scores (rotated by RoPE when it is on)."""
+    rotated = page.steps.rotated
+    if rotated is None:
+        return page.inputs.q.values[page.i], page.inputs.k.values
+    return rotated[0][page.i], rotated[1]
+
+
+def allowed_keys(page: Page) -> list[int]:
+    """The keys the query may attend to."""
+    allowed = page.steps.allowed
+    n_k = page.steps.weights.shape[-1]
+    return [j for j in range(n_k) if allowed is None or allowed[page.i, j]]
+
+
+def magnitude_sentences(page: Page) -> list[str]:
+    """Seed 000's footnote, when it bites: the key with the biggest dot product is not
+    the one pointing most nearly the query's way, because length counts as well as direction."""
+    import numpy as np
+
+    from attncli.output.blocks import fmt
+
+    q, k = query_and_keys(page)
+    keys = allowed_keys(page)
+    lengths = np.sqrt(np.einsum("ij,ij->i", k, k))  # [n_k]
+    q_length = float(np.sqrt(q @ q))
+    if len(keys) < 2 or q_length == 0 or not lengths[keys].all():
+        return []
+    dots = k[keys] @ q  # [n_keys]
+    cosines = dots / (lengths[keys] * q_length)
+    by_dot, by_cos = keys[int(np.argmax(dots))], keys[int(np.argmax(cosines))]
+    if by_dot == by_cos or dots.max() == dots[keys.index(by_cos)]:
+        return []
+    p, names, query = page.precision, page.inputs.keys, page.inputs.queries[page.i]
+    return [
+        f"Here length, not direction, decides: {names[by_dot]} has the biggest score with {query} "
+        f"({fmt(float(dots.max()), p)}, length {fmt(float(lengths[by_dot]), p)}), but {names[by_cos]} points most "
+        f"nearly the same way (cosine {fmt(float(cosines.max()), p)} against "
+        f"{fmt(float(cosines[keys.index(by_dot)]), p)}, length {fmt(float(lengths[by_cos]), p)}). The dot product "
+        "rewards long vectors as well as alike ones (seed 000's footnote); --similarity cosine compares "
+        "directions only."
+    ]
+
+
+TOP_TERMS = 3  # the products named for each key's score
+SCORE_LINES = 16  # keys whose scores are written out before only the highest are
+
+
+def score_terms(page: Page) -> list[Any]:
+    """Each key's score for the query, with the products that add the most to it:
+    which features made the score high (or low)."""
+    import numpy as np
+    from rich.text import Text
+
+    from attncli.output.blocks import fmt
+
+    if page.inputs.options.similarity == "cosine":
+        return []
+    q, k = query_and_keys(page)
+    p, query = page.precision, page.inputs.queries[page.i]
+    names = page.inputs.q.col_labels or page.inputs.k.col_labels or columns(q.shape[-1])
+    if len(names) != q.shape[-1]:
+        names = columns(q.shape[-1])
+    keys = list(range(k.shape[0]))
+    dots = k @ q  # [n_k]
+    shown = keys if len(keys) <= SCORE_LINES else sorted(keys, key=lambda j: -dots[j])[:TERMS]
+    lines = []
+    for j in shown:
+        products = q * k[j]  # [d_k], the terms of q·k_j
+        top = np.argsort(-np.abs(products), kind="stable")[:TOP_TERMS]
+        named = ", ".join(
+            f"{names[d]} {factor(float(q[d]), p)} × {factor(float(k[j, d]), p)} = {fmt(float(products[d]) + 0.0, p)}"
+            for d in top
+        )
+        lines.append(f"{query} · {page.inputs.keys[j]} = {fmt(float(dots[j]), p)}: {named}")
+    more = len(keys) - len(shown)
+    biggest = f"its {TOP_TERMS} biggest terms" if q.shape[-1] > TOP_TERMS else "its terms, biggest first"
+    intro = f"Each key's score for {query}, with {biggest} (the features that made it high or low)"
+    intro += f"; the {len(shown)} highest of {len(keys)} keys:" if more else ":"
+    return [Text("\n".join([intro, *lines]))]
 
 
 def weighted_sum(

@@ -25,10 +25,16 @@ SHOWN = 5  # queries named in a note before the rest are counted
 
 
 def check_attention(
-    options: AttentionOptions, queries: list[str], n_k: int, steps: Any = None, head_count: int = 1
+    options: AttentionOptions,
+    queries: list[str],
+    n_k: int,
+    steps: Any = None,
+    head_count: int = 1,
+    colours: bool = False,
 ) -> None:
     """Note queries that may attend to nothing and, given the ``Steps``,
-    queries whose softmax saturates."""
+    queries whose softmax saturates (``colours``: the rows are colours, so
+    ``divide: 255`` is the likely cure)."""
     empty = empty_rows(options, len(queries), n_k)
     if len(empty):
         whose = "its weights and output are" if len(empty) == 1 else "their weights and outputs are"
@@ -39,10 +45,11 @@ def check_attention(
     if len(rows):
         where = " in some head" if head_count > 1 else ""
         puts = "puts" if len(rows) == 1 else "put"
+        example = ", e.g. divide: 255 for 0–255 colours" if colours else ""
         note(
             f"softmax saturates{where}: {_queries(queries, rows)} {puts} {100 * SATURATED_WEIGHT:g} % or more "
-            f"of the weight on one key, the scaled scores spanning up to {span:,.4g} (scale the inputs down, "
-            "e.g. divide: 255 for 0–255 colours, or raise --temperature)"
+            f"of the weight on one key, the scaled scores spanning up to {span:,.4g} (scale the inputs down"
+            f"{example}, or raise --temperature)"
         )
 
 

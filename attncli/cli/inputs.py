@@ -12,9 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from attncli.cli.attention import ARRAY_OPTIONS, FROM_OPTIONS, AttentionFlags, OptionArrays, allowed_cells, per_head
+from attncli.cli.attention import FROM_OPTIONS, AttentionFlags
 from attncli.cli.io import source_name
+from attncli.cli.model_options import check_tensors, replaced
 from attncli.cli.notes import note
+from attncli.cli.option_arrays import ARRAY_OPTIONS, OptionArrays, allowed_cells, per_head
 from attncli.cli.options import Layout
 from attncli.cli.reading import read_matrix_named, read_named
 from attncli.errors import AttnError, UsageError
@@ -76,7 +78,9 @@ class Inputs:
 
     @property
     def columns(self) -> list[str]:
-        return self.v.col_labels or [f"d{i}" for i in range(self.v.shape[-1])]
+        from attncli.output.labels import value_columns
+
+        return self.v.col_labels or value_columns(self.v.shape[-1])
 
     @property
     def query_colours(self) -> Any:
@@ -126,6 +130,7 @@ def read_inputs(
 
     if len(files) not in (1, 3):
         raise UsageError(f"expected one bundle file or three files Q K V, got {len(files)}")
+    flags = flags.with_model()
     entries: dict[str, Matrix] = {}
     meta: dict[str, Any] = {}
     source = source_name(files[0])
@@ -158,6 +163,9 @@ def read_inputs(
         q, k, v = (read_matrix_named(f, text, tensors=True) for f in files)
     arrays = read_option_arrays(flags, text, entries, source, tensors=True)
     q, k, v = (replace(m, values=to_layout(m.values, layout)) for m in (q, k, v))
+    check_tensors(flags, q.values, k.values, v.values)
+    for line in replaced(flags):
+        note(line)
     return Inputs(
         q,
         k,

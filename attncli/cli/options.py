@@ -208,3 +208,16 @@ def setting_flag(setting: str, value: Any) -> str:
         return f"--{setting}" if value else f"--no-{setting}"
     words = {"\t": "tab", " ": "space"}
     return f"--{setting} {words.get(value) or repr(value)}"
+
+
+QueryOption = Annotated[
+    str | None,
+    typer.Option(
+        "--query",
+        "-q",
+        metavar="N|LABEL",
+        show_default=False,
+        help="The query whose steps are written out term by term: its row number (from 0) or its label "
+        "(a token of a sentence). Default: the first.",
+    ),
+]

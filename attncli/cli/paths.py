@@ -69,6 +69,7 @@ READS = Reads()  # file names (and '-' for stdin)
 READS_STDIN = Reads(lambda value: [STDIN] if STDIN in _named(value) else [])  # words, or '-' for stdin
 READS_IF_FILE = Reads(lambda value: [v for v in _named(value) if is_file_name(v)])  # a sentence or a file
 READS_MODEL = Reads(lambda value: model_files(value))  # a model folder or cached name ($ATTN_MODEL)
+READS_CONFIG = Reads(lambda value: config_files(value))  # a config.json, a model folder or a .gguf (no $ATTN_MODEL)
 WRITES = Writes()
 
 
@@ -154,6 +155,14 @@ def model_files(model: str | None) -> list[str]:
         return [str(path) for path in read_files(find_model(name))]
     except AttnError:
         return []
+
+
+def config_files(model: str | None) -> list[str]:
+    """The file ``--model`` names on the attention commands: itself, or its folder's config.json."""
+    if not model:
+        return []
+    path = os.path.expanduser(model)
+    return [os.path.join(path, "config.json")] if os.path.isdir(path) else [path]
 
 
 def same_as(path: str, stream: IO[Any] | None) -> bool:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from attncli.cli.describe import attention_data, call_of, settings_line
 from attncli.cli.emit import Emitted, Result
+from attncli.cli.model_options import model_data, model_line
 from attncli.errors import UsageError
 from attncli.text import plural
 
@@ -76,6 +77,7 @@ def run_result(
         "weights": steps.weights,
         "output": inputs.to_file_layout(steps.output),
         **attention_data(options, call),
+        **model_data(inputs.flags),
         "shapes": shapes,
         **({"layout": inputs.layout.value, "dtype": steps.output.dtype.name} if inputs.tensors else {}),
         **({} if inputs.tensors else colour_data(inputs, steps)),
@@ -92,9 +94,11 @@ def run_result(
             ("attention ", "bold"),
             f"Q {shape_text(tuple(shapes['q']))} · K {shape_text(tuple(shapes['k']))} · "
             f"V {shape_text(tuple(shapes['v']))} → output {shape_text(out_shape)}{layout}\n",
+            f"{inputs.description}\n" if inputs.description else "",
             settings_line(options, call, steps.allowed),
             grouping(q.shape, k.shape),
             computed_in(inputs, steps),
+            model_line(inputs.flags),
         )
         rows, _, key_headers = shown_labels(inputs)
         sums = rows_sum(options, *steps.weights.shape[-2:])
@@ -146,9 +150,11 @@ def run_result(
 
         top = (style or ViewStyle()).scale(steps.weights)
         if not inputs.tensors:
-            return AttentionMaps.single(
+            maps = AttentionMaps.single(
                 steps.weights, inputs.queries, inputs.keys, steps.allowed, "attention weights", top
             )
+            maps.explore = explore(inputs, steps)
+            return maps
         batches, heads = sorted({b for b, _ in shown}), sorted({h for _, h in shown})
 
         def grid(values: np.ndarray) -> np.ndarray:  # [..., H, n_q, n_k] -> [batches, heads, n_q, n_k]
@@ -167,6 +173,34 @@ def run_result(
         )
 
     return Result(data, view, matrices, maps)
+
+
+def explore(inputs: Inputs, steps: Steps) -> Any:
+    """What the page needs to recompute the weights for another temperature and scale
+    (``headview.Explore``): a matrix of at most EXPLORE_TOKENS queries and keys, with no
+    setting the page does not redo (soft-cap, ALiBi, sinks); else None."""
+    import numpy as np
+
+    from attncli.output.headview import EXPLORE_TOKENS, Explore
+
+    options = inputs.options
+    n_q, n_k = steps.weights.shape[-2:]
+    if inputs.tensors or max(n_q, n_k) > EXPLORE_TOKENS:
+        return None
+    if options.softcap is not None or options.uses_alibi or options.sinks is not None:
+        return None
+    forbidden = ~np.isfinite(steps.logits)
+    said = "given" if options.scale is not None else "cosine" if options.similarity == "cosine" else None
+    return Explore(
+        steps.scores,
+        inputs.v.values,
+        inputs.columns,
+        steps.scale,
+        options.temperature,
+        said or f"1/√{inputs.q.shape[-1]}",
+        None if not forbidden.any() else ~forbidden,
+        options.bias,
+    )
 
 
 def computed_in(inputs: Inputs, steps: Steps) -> str:

@@ -189,6 +189,12 @@ class SelfInputs:
     options: AttentionOptions  # with the mask and bias
     settings: SelfSettings = field(default_factory=SelfSettings)  # the command line's, else the bundle's
     description: str | None = None  # a bundle's description
+    vectors: str | None = None  # the word vectors X's sentence was read through (None: X is a file)
+
+    @property
+    def sentence(self) -> bool:
+        """Is X a sentence's words, each row its word vector?"""
+        return self.vectors is not None
 
     @property
     def queries(self) -> list[str]:
@@ -231,6 +237,7 @@ def read_self_inputs(
     With ``columns``, X, Z and every W are transposed (biases are vectors either way).
     """
     x_is_file, z_is_file = is_file_name(source), context is not None and is_file_name(context)
+    attention = attention.with_model()
     entries: dict[str, Matrix] = {}
     meta: dict[str, Any] = {}
     if x_is_file:
@@ -256,11 +263,13 @@ def read_self_inputs(
                 entries[name] = _transposed(entries[name])
 
     sentences = [s for s, is_file in ((source, x_is_file), (context, z_is_file)) if s is not None and not is_file]
+    table_name = None
     if sentences:
         table = word_vectors(*vectors, sentences)
         missing: list[str] = []
         if not x_is_file:
             entries["x"] = _sentence_matrix(source, table, unknown, missing)
+            table_name = table.name
         if context is not None and not z_is_file:
             entries["context"] = _sentence_matrix(context, table, unknown, missing)
         note_unknown(list(dict.fromkeys(missing)), unknown, table.name)
@@ -269,8 +278,19 @@ def read_self_inputs(
     elif unknown != "error":
         raise UsageError("--unknown is about the words of a sentence, but X and Z are files")
     weights = {name: entries[name] for name in WEIGHTS if name in entries}
+    from attncli.cli.model_options import replaced
+    from attncli.cli.notes import note
+
+    for line in replaced(attention):
+        note(line)
     return SelfInputs(
-        entries["x"], entries.get("context"), weights, attention.build(arrays), own, meta.get("description")
+        entries["x"],
+        entries.get("context"),
+        weights,
+        attention.build(arrays),
+        own,
+        meta.get("description"),
+        table_name,
     )
 
 

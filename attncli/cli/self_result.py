@@ -10,11 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from attncli.cli.describe import attention_data, settings_line
 from attncli.cli.emit import Emitted, Result
+from attncli.output.labels import value_columns
 from attncli.text import plural
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from attncli.cli.self_explained import Explained
     from attncli.cli.self_inputs import SelfInputs
     from attncli.core.multihead import MultiHeadSteps
     from attncli.core.options import Call
@@ -32,6 +34,7 @@ class SelfShown:
     random: list[str]  # the names of the weights drawn at random: W_Q, W_K, W_V
     head: int | None
     style: ViewStyle
+    explained: Explained | None = None  # --explain: one token through one head
 
 
 def self_result(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown, precision: int) -> Result:
@@ -41,8 +44,9 @@ def self_result(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown, pre
     data = {
         "queries": inputs.queries,
         "keys": inputs.keys,
-        "columns": out_labels or [f"d{i}" for i in range(steps.output.shape[1])],
+        "columns": out_labels or value_columns(steps.output.shape[1]),
         "weights": steps.weights,  # [heads, n_q, n_k], always 3-D
+        "scores": steps.heads.scores,  # [heads, n_q, n_k] q_i·k_j before the scale: seed 001's e_ij
         "output": steps.output,
         "q": steps.q,
         "k": steps.k,
@@ -52,15 +56,30 @@ def self_result(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown, pre
         "seed": shown.seed,
         "random": shown.random,
     }
+    if shown.explained is not None:
+        data["explain"] = shown.explained.data()
     matrices = {
         "output": Emitted(steps.output, inputs.x.row_labels, out_labels),
         "weights": _weights_to_emit(inputs, steps.weights, shown.head),
+        "scores": _weights_to_emit(inputs, steps.heads.scores, shown.head),
         "q": Emitted(steps.q, inputs.x.row_labels),
         "k": Emitted(steps.k, inputs.context.row_labels),
         "v": Emitted(steps.v, inputs.context.row_labels),
     }
     view = functools.partial(_view, inputs, steps, dims, shown, data["columns"], precision)
+    if shown.explained is not None:
+        from attncli.cli.self_explained import explained_view
+
+        view = functools.partial(explained_view, shown.explained, precision, shown.style)
     return Result(data, view, matrices, functools.partial(_maps, inputs, steps, shown))
+
+
+def random_line(shown: SelfShown) -> str:
+    """What a header says when projections are random: that the pattern means nothing."""
+    return (
+        f"random {', '.join(shown.random)} (seed {shown.seed}): the pattern means nothing; "
+        "`attn trace` shows a trained model"
+    )
 
 
 def _maps(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown) -> Any:
@@ -80,7 +99,7 @@ def _maps(inputs: SelfInputs, steps: MultiHeadSteps, shown: SelfShown) -> Any:
         [""],
         [f"head {h}" for h in heads],
         None if allowed is None else allowed[None],
-        f"{kind}, {plural(n_head, 'head')}",
+        f"{kind}, {plural(n_head, 'head')}" + (f" — {random_line(shown)}" if shown.random else ""),
         shown.style.scale(steps.weights[heads]),
     )
 
@@ -132,13 +151,11 @@ def _view(
         for name in ("d_in", "d_z", "d_attn", "d_v", "d_out")
         if name in dims and (name != "d_v" or "wo" in inputs.weights)
     )
-    random = shown.random
-    seed = f"seed {shown.seed}: random {', '.join(random)}" if random else "no random weights"
     details = [
         sizes,
         f"{plural(n_head, 'head')} of d_head {dims['d_head']}",
         settings_line(inputs.options, _call(inputs, steps), steps.heads.allowed),
-        seed,
+        *([] if shown.random else ["no random weights"]),
     ]
     allowed = steps.heads.allowed
     description = inputs.description
@@ -147,6 +164,7 @@ def _view(
         f"X {inputs.x.shape[0]}×{dims['d_in']}{z_part} → output {steps.output.shape[0]}×{dims['d_out']}\n",
         f"{description}\n" if description else "",
         " · ".join(details),
+        *(("\n", (random_line(shown), "bold")) if shown.random else ()),
     )
     parts: list = [header]
     heads, more_heads = first_lines(n_head, SHOWN_TABLES, "heads (--head N shows one)")

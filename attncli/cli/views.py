@@ -42,10 +42,12 @@ TopOption = Annotated[
     ),
 ]
 ScaleToMaxOption = Annotated[
-    bool,
+    bool | None,
     typer.Option(
-        "--scale-to-max",
-        help="Run the colour scale from 0 to the largest weight shown, rather than from 0 to 1.",
+        "--scale-to-max/--scale-to-one",
+        show_default=False,
+        help="Run the colour scale from 0 to the largest weight shown, or from 0 to 1. Default: to 1, "
+        "unless no weight reaches 0.5 (many keys share the attention), then to the largest.",
     ),
 ]
 
@@ -56,7 +58,7 @@ class ViewFlags:
 
     view: View = View("auto")
     top: int | None = None
-    scale_to_max: bool = False
+    scale_to_max: bool | None = None
 
     def style(self) -> ViewStyle:
         """The output layer's ViewStyle; --top K means the top view."""
@@ -75,7 +77,7 @@ FROM_VIEW_OPTIONS = ViewFlags()  # the placeholder default of ``look``: @view_op
 VIEW_OPTIONS: dict[str, tuple[Any, Any]] = {
     "view": (ViewOption, View("auto")),
     "top": (TopOption, None),
-    "scale_to_max": (ScaleToMaxOption, False),
+    "scale_to_max": (ScaleToMaxOption, None),
 }
 
 

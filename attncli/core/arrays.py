@@ -43,3 +43,16 @@ def unit_rows(x: np.ndarray, floor: float | None = None) -> np.ndarray:
     1e-12, torch.nn.functional.normalize's eps."""
     norm = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.maximum(norm, np.finfo(x.dtype).tiny if floor is None else floor)
+
+
+def sum_to(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """x summed over the axes an input of ``shape`` was broadcast along, back to ``shape``."""
+    extra = x.ndim - len(shape)
+    if extra > 0:
+        x = x.sum(axis=tuple(range(extra)))
+    elif extra < 0:  # an input with more axes of 1 than the result has axes (one sink for a 2-D problem)
+        x = x.reshape((1,) * -extra + x.shape)
+    axes = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
+    if axes:
+        x = x.sum(axis=axes, keepdims=True)
+    return x.reshape(shape)

@@ -21,25 +21,25 @@ they met (rotated with RoPE). Then, in order back to the inputs:
 
 Any input that broadcast in the forward pass gets its gradient summed back
 over the axes it was broadcast along. The n_q × n_k matrices are held whole
-(``_whole``) or, for long inputs, never (``_blocked``: each block's dS is
-summed down to the bias's broadcast shape as it goes, so dbias takes the
-bias's memory, not every head's n_q × n_k).
+(``_whole``) or, for long inputs, never (``_blocked``: FlashAttention-2's
+backward in ``grad_blocks``, P recomputed block by block from the forward's
+log-sum-exp).
 """
 
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from attncli.core.arrays import shape_text, unit_rows
-from attncli.core.logits import Problem, _pick, combine, prepare, scores
+from attncli.core.arrays import shape_text, sum_to, unit_rows
+from attncli.core.grad_blocks import in_blocks
+from attncli.core.logits import Problem, combine, prepare, scores
 from attncli.core.options import AttentionOptions
-from attncli.core.parallel import map_blocks
-from attncli.core.positions import query_positions, rotate
+from attncli.core.parallel import blas_held
+from attncli.core.positions import rotate_back
 from attncli.core.reference import softmax
 from attncli.errors import ShapeError
 
@@ -77,9 +77,12 @@ class Grads:
         return out
 
 
-# Up to this many logits (every head's n_q × n_k, 32 MiB in float64) the backward
-# pass holds them whole; past it, it goes in blocks of BLOCK queries × BLOCK keys.
-WHOLE_CELLS = 1 << 22
+# Up to this many logits (every head's n_q × n_k, 512 KiB in float64) the backward
+# pass holds them whole; past it, it goes in blocks of BLOCK queries × BLOCK keys
+# (grad_blocks). Measured side by side (benchmarks/README.md): whole took 0.3×
+# the time of blocks on [2, 2, 16, 16] and 0.7× on [1, 4, 64, 64] causal (the
+# blocks' fixed costs), 1.4× on [1, 8, 128, 64] and 1.6–3.8× on [2, 8, 256, 64].
+WHOLE_CELLS = 1 << 16
 BLOCK = 256
 
 
@@ -138,7 +141,8 @@ def backward(
     if options.similarity == "cosine":
         qm, km = rounded(unit_rows(qm)), rounded(unit_rows(km))
     if block is None:
-        dq, dk, dv, ds_bias, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
+        with blas_held(workers):  # whole matrices: BLAS's threads are the parallelism, as many as attn's
+            dq, dk, dv, ds_bias, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
     else:
         dq, dk, dv, ds_bias, sink_terms, output, steps = _blocked(p, qm, km, do, options, block, workers)
 
@@ -147,21 +151,19 @@ def backward(
     if options.similarity == "cosine":
         dq, dk = _through_unit_rows(dq, p.ungroup(p.q)), _through_unit_rows(dk, _ungroup_kv(p.k, p))
     if options.rope is not None:  # RoPE's rotation is orthogonal: turn back by minus the angle
-        n_q, n_k = p.n_q, p.n_k
-        dq = rotate(dq, -query_positions(n_q, n_k, options.rope), options.rope)
-        dk = rotate(dk, -np.arange(n_k), options.rope)
+        dq, dk = rotate_back(dq, dk, options.rope)
 
     dsinks = None
     if options.sinks is not None and sink_terms is not None:
         per_head = p.ungroup(np.sum(sink_terms, axis=-2, keepdims=True))  # [..., H_q, 1, 1]
-        dsinks = _sum_to(per_head[..., 0, 0], options.sinks.shape)
+        dsinks = sum_to(per_head[..., 0, 0], options.sinks.shape)
     dbias = None
     if options.bias is not None and ds_bias is not None:
-        dbias = _sum_to(p.ungroup(ds_bias), options.bias.shape)
+        dbias = sum_to(p.ungroup(ds_bias), options.bias.shape)
     return Grads(
-        _sum_to(dq, q.shape),
-        _sum_to(dk, k.shape),
-        _sum_to(dv, v.shape),
+        sum_to(dq, q.shape),
+        sum_to(dk, k.shape),
+        sum_to(dv, v.shape),
         dsinks,
         dbias,
         p.ungroup(output),
@@ -203,36 +205,8 @@ def _whole(
     sink_terms = None
     if p.sinks is not None:
         sink_terms = -(1.0 - weights.sum(axis=-1, keepdims=True)) * delta  # [..., n_q, 1] −p_s · rowsum(dO ∘ O)
-    ds_bias = None if p.bias is None else _sum_to(ds, p.bias.shape)  # dbias = dS, over what the bias spans
+    ds_bias = None if p.bias is None else sum_to(ds, p.bias.shape)  # dbias = dS, over what the bias spans
     return dq, dk, dv, ds_bias, sink_terms, output, BackwardSteps(dp, delta, ds, dz)
-
-
-@dataclass
-class _Sums:
-    """What the blocked backward adds up block by block, grouped: dQ, dK, dV, O
-    [..., n, d], each row's sink term [..., n_q, 1], dS summed to the bias's shape."""
-
-    dq: np.ndarray
-    dk: np.ndarray
-    dv: np.ndarray
-    output: np.ndarray
-    sink_terms: np.ndarray | None
-    ds_bias: np.ndarray | None
-
-    def at(self, where: tuple[slice, ...], ndim: int) -> _Sums:
-        """Views of one part's share (``Problem.heads``' ``where``); a bias axis of length 1 is shared whole."""
-
-        def part(m: np.ndarray | None) -> np.ndarray | None:
-            return None if m is None else _pick(m, where, ndim)
-
-        return _Sums(
-            self.dq[where],
-            self.dk[where],
-            self.dv[where],
-            self.output[where],
-            part(self.sink_terms),
-            part(self.ds_bias),
-        )
 
 
 def _blocked(
@@ -244,112 +218,8 @@ def _blocked(
     block: int,
     workers: int | None = None,
 ) -> Raw:
-    """The same in blocks of ``block`` queries × ``block`` keys, never holding n_q × n_k:
-    with a bias, each block's dS is summed down to the bias's (grouped) shape into
-    its [rows, cols], so dbias takes the bias's memory. Batch × K/V heads are
-    independent parts (``Problem.heads``: each K/V head with its group of query
-    heads, whose dK and dV it sums), run on the thread pool (``map_blocks``,
-    up to ``workers`` threads). -> what ``_whole`` returns."""
-    lead = p.logits_shape[:-2]
-    n_q, n_k, ndim = p.n_q, p.n_k, len(p.logits_shape)
-    sums = _Sums(
-        dq=np.zeros(lead + (n_q, qm.shape[-1])),
-        dk=np.zeros(lead + (n_k, km.shape[-1])),
-        dv=np.zeros(lead + (n_k, p.v.shape[-1])),
-        output=np.zeros(lead + (n_q, p.v.shape[-1])),
-        sink_terms=None if p.sinks is None else np.zeros(lead + (n_q, 1)),
-        ds_bias=None if p.bias is None else np.zeros(p.bias.shape),
-    )
-    shared = threading.Lock()  # a bias shared by several parts (broadcast over heads) is added to under it
-
-    def run(job: tuple[tuple[slice, ...], Problem]) -> None:
-        where, part = job
-        _blocked_part(
-            part,
-            _pick(qm, where, ndim),
-            _pick(km, where, ndim),
-            _pick(do, where, ndim),
-            options,
-            block,
-            sums.at(where, ndim),
-            shared,
-        )
-
-    map_blocks(run, p.heads(), workers, None)
-    return sums.dq, sums.dk, sums.dv, sums.ds_bias, sums.sink_terms, sums.output, None
-
-
-def _blocked_part(
-    p: Problem,
-    qm: np.ndarray,
-    km: np.ndarray,
-    do: np.ndarray,
-    options: AttentionOptions,
-    block: int,
-    sums: _Sums,
-    shared: threading.Lock,
-) -> None:
-    """One part's blocked backward, added into ``sums``. Three passes over the keys
-    of each query block, recomputing the scores: the row's max and sum (its softmax
-    denominator), then P and dP give dV and rowsum(P ∘ dP) = rowsum(dO ∘ O), then dS
-    gives dQ and dK."""
-    lead = p.logits_shape[:-2]
-    n_q, n_k = p.n_q, p.n_k
-    key_blocks = [slice(start, min(start + block, n_k)) for start in range(0, n_k, block)]
-    for start in range(0, n_q, block):
-        rows = slice(start, min(start + block, n_q))
-        do_r = do[..., rows, :]  # [..., r, d_v]
-
-        peak = np.full(lead + (rows.stop - start, 1), -np.inf)  # [..., r, 1] running max
-        if p.sinks is not None:
-            peak = np.maximum(peak, p.sinks)
-        for cols in key_blocks:
-            peak = np.maximum(peak, _block_logits(p, rows, cols)[1].max(axis=-1, keepdims=True))
-        ref = np.where(np.isfinite(peak), peak, 0.0)  # an all −inf row: every weight 0
-        total = np.zeros_like(ref) if p.sinks is None else np.exp(p.sinks - ref)  # [..., r, 1]
-        for cols in key_blocks:
-            total = total + np.exp(_block_logits(p, rows, cols)[1] - ref).sum(axis=-1, keepdims=True)
-
-        delta = np.zeros_like(ref)  # [..., r, 1] rowsum(P ∘ dP) = rowsum(dO ∘ O)
-        for cols in key_blocks:
-            _, weights = _block_weights(p, rows, cols, ref, total)
-            sums.output[..., rows, :] += weights @ p.v[..., cols, :]
-            dp = do_r @ np.swapaxes(p.v[..., cols, :], -1, -2)  # [..., r, c]
-            delta = delta + np.sum(weights * dp, axis=-1, keepdims=True)
-            sums.dv[..., cols, :] += np.swapaxes(weights, -1, -2) @ do_r
-        for cols in key_blocks:
-            z, weights = _block_weights(p, rows, cols, ref, total)
-            dp = do_r @ np.swapaxes(p.v[..., cols, :], -1, -2)
-            ds = weights * (dp - delta)  # [..., r, c] dS
-            if sums.ds_bias is not None:  # the bias's block: [rows, cols] of an axis it has, whole on one it broadcasts
-                block_of_bias = sums.ds_bias[
-                    ...,
-                    rows if sums.ds_bias.shape[-2] > 1 else slice(None),
-                    cols if sums.ds_bias.shape[-1] > 1 else slice(None),
-                ]
-                summed = _sum_to(ds, block_of_bias.shape)
-                with shared:
-                    block_of_bias += summed
-            dz = ds if options.softcap is None else ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2)
-            sums.dq[..., rows, :] += dz @ km[..., cols, :] * p.factor
-            sums.dk[..., cols, :] += np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor
-        if sums.sink_terms is not None:
-            sums.sink_terms[..., rows, :] = -np.exp(p.sinks - ref) / total * delta  # −p_s · rowsum(dO ∘ O)
-
-
-def _block_logits(p: Problem, rows: slice, cols: slice) -> tuple[np.ndarray, np.ndarray]:
-    """Z = q·k · scale / temperature of a block, and its logits: [..., r, c] each."""
-    z = scores(p, rows, cols, p.factor)
-    return z, combine(z.copy(), p, rows, cols)[0]
-
-
-def _block_weights(
-    p: Problem, rows: slice, cols: slice, ref: np.ndarray, total: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Z and P = exp(logits − ref) / total of a block, given each row's ref and denominator [..., r, 1]."""
-    z, logits = _block_logits(p, rows, cols)
-    e = np.exp(logits - ref)
-    return z, np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    """The same in blocks (``grad_blocks``, FlashAttention-2's backward), never holding n_q × n_k."""
+    return (*in_blocks(p, qm, km, do, block, workers), None)
 
 
 def _ungroup_steps(steps: BackwardSteps, p: Problem) -> BackwardSteps:
@@ -391,14 +261,3 @@ def _through_unit_rows(du: np.ndarray, x: np.ndarray) -> np.ndarray:
     norm = np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.finfo(x.dtype).tiny)  # [..., n, 1]
     u = x / norm
     return (du - u * np.sum(u * du, axis=-1, keepdims=True)) / norm
-
-
-def _sum_to(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """x summed over the axes an input of ``shape`` was broadcast along, back to ``shape``."""
-    extra = x.ndim - len(shape)
-    if extra > 0:
-        x = x.sum(axis=tuple(range(extra)))
-    axes = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
-    if axes:
-        x = x.sum(axis=axes, keepdims=True)
-    return x.reshape(shape)

@@ -70,6 +70,37 @@ class Problem:
     def out_shape(self) -> tuple[int, ...]:  # [..., n_q, d_v]
         return self.logits_shape[:-1] + self.v.shape[-1:]
 
+    # What the kernel's tuned paths rely on (core/kernel.py, core/blocking.py),
+    # facts about ``combine`` below: a step added there answers each here
+    # (tests/test_blocked.py holds every field of AttentionOptions to one).
+
+    @property
+    def logit_bound(self) -> float:
+        """An upper bound on every |logit| and sink when one is known, else inf:
+        |factor| · max ‖q_i‖ · max ‖k_j‖ (``score_bound``), or the soft-cap; −∞
+        is no larger; a bias or ALiBi may add anything. NaN compares false, as inf does."""
+        if self.bias is not None or self.alibi is not None:
+            return float(np.inf)
+        bound = abs(self.factor) * self.score_bound
+        if self.options.softcap is not None:
+            bound = min(bound, abs(float(self.options.softcap)))
+        if self.sinks is not None:
+            bound = max(bound, float(np.abs(self.sinks).max()))
+        return bound
+
+    @property
+    def exact_in_base2(self) -> bool:
+        """``combine`` of the scores times log2(e) is log2(e) times the logits: every
+        step multiplies or sets −∞ (not the soft-cap's tanh, nor a bias or ALiBi)."""
+        return self.options.softcap is None and self.bias is None and self.alibi is None
+
+    @property
+    def logits_are_band_functions(self) -> bool:
+        """The logit of (i, j) depends on q_i, k_j and j − i alone (the band, ALiBi,
+        the soft-cap; RoPE has rotated q and k), so ``combine`` told one block's rows
+        and keys is right for every block as far from the diagonal: no mask or bias."""
+        return self.mask is None and self.bias is None
+
     def heads(self, together: int = 1) -> list[tuple[tuple[slice, ...], Problem]]:
         """The problem cut into independent parts over batch × K/V heads, up to
         ``together`` heads a part: [(where its output goes, the part)]. Each
@@ -310,7 +341,8 @@ def combine(
     added; then causal, the window and the mask set −∞ where a query may not
     attend. ``rows`` and ``cols`` say which block of the n_q × n_k matrix this is;
     ``inside`` says the caller knows it lies wholly inside the causal triangle
-    and the window (``kernel.key_range``), so neither is worked out.
+    and the window (``kernel.key_blocks``), or applies them itself (the
+    kernel's base-2 path, as 0/1 weights), so neither is worked out here.
     ``stages``, when given, keeps a copy of the logits after each step that
     is a setting's own (by the setting's name: "softcap"), for explaining.
     """

@@ -1,8 +1,17 @@
-"""Running independent blocks of work on every core.
+"""Running independent blocks of work on every core, and BLAS's threads.
 
 numpy's matmul and ufuncs release the GIL, so a few threads over blocks of
 queries keep both cores busy, exp included. BLAS's own threads are held to
 one meanwhile: two levels of threads on two cores fight.
+
+attn decides how many threads a call runs on (``worker_count``: ``workers``,
+or every core) and BLAS is held to them on every path: one thread inside
+``map_blocks`` (attn's threads are the parallelism, even when there is only
+one: ``attention_blocked(workers=1)`` at 2-D n = 8192 took 0.8–1.6 s with
+BLAS's two threads on its small blocks, against 0.23 s on two workers), and
+``worker_count`` threads around a whole-matrix computation (``blas_held``:
+the reference, the backward pass held whole). A limit never raises BLAS
+above what it was (``OPENBLAS_NUM_THREADS=1`` stays 1).
 
 The pool's threads and threadpoolctl's view of the BLAS libraries are made
 once per process and kept: starting two threads costs about 0.2 ms and
@@ -13,25 +22,31 @@ once per process and kept: starting two threads costs about 0.2 ms and
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import AbstractContextManager, nullcontext
-from functools import cache
-from typing import Any
+from functools import cache, wraps
+from typing import Any, ParamSpec, TypeVar
+
+Params = ParamSpec("Params")
+Result = TypeVar("Result")
 
 
 def map_blocks(fn, blocks: list, workers: int | None, progress) -> None:
     """fn(block) for every block, on up to ``workers`` threads (default: every core).
 
-    BLAS gets one thread per worker while the pool runs: two levels of
-    threads on two cores fight (measured 0.15 s vs 0.2-0.6 s at n=8192).
-    ``progress(done, total)`` is called from the calling thread, in order.
+    BLAS gets one thread per worker while the blocks run, on one worker as on
+    several: two levels of threads on two cores fight (measured 0.15 s vs
+    0.2-0.6 s at n=8192). ``progress(done, total)`` is called from the calling
+    thread, in order.
     """
     workers = min(worker_count(workers), len(blocks))
     if workers <= 1:
-        for done, block in enumerate(blocks, 1):
-            fn(block)
-            if progress:
-                progress(done, len(blocks))
+        with one_blas_thread():
+            for done, block in enumerate(blocks, 1):
+                fn(block)
+                if progress:
+                    progress(done, len(blocks))
         return
     pool = _pool(workers)
     with one_blas_thread():
@@ -85,12 +100,36 @@ def _cores() -> int:
 
 
 def one_blas_thread() -> AbstractContextManager[Any]:
-    """BLAS limited to one thread while in the block (threadpoolctl); a no-op
-    without threadpoolctl."""
+    """BLAS held to one thread while in the block (``blas_held(1)``): inside the
+    pool's blocks, and around a caller's own run of small products (a decoder's
+    layers)."""
+    return blas_held(1)
+
+
+def blas_held(workers: int | None) -> AbstractContextManager[Any]:
+    """BLAS held to ``worker_count(workers)`` threads while in the block
+    (threadpoolctl), never more than each library had; a no-op without
+    threadpoolctl or BLAS."""
     controller = _blas_controller()
     if controller is None:  # pragma: no cover - an optional speed-up
         return nullcontext()
-    return controller.limit(limits=1, user_api="blas")
+    most = worker_count(workers)
+    limits: dict[str, int] = {}
+    for library in controller.select(user_api="blas").lib_controllers:  # the current count, read live
+        limits[library.prefix] = min(most, library.num_threads, limits.get(library.prefix, most))
+    return controller.limit(limits=limits) if limits else nullcontext()
+
+
+def on_attn_threads(fn: Callable[Params, Result]) -> Callable[Params, Result]:
+    """``fn`` with BLAS held to attn's threads while it runs (``blas_held(None)``:
+    every core), for a computation on whole matrices."""
+
+    @wraps(fn)
+    def held(*args: Params.args, **kwargs: Params.kwargs) -> Result:
+        with blas_held(None):
+            return fn(*args, **kwargs)
+
+    return held
 
 
 @cache

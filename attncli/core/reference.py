@@ -17,6 +17,7 @@ import numpy as np
 
 from attncli.core.logits import check_output, combine, prepare, scores
 from attncli.core.options import AttentionOptions
+from attncli.core.parallel import on_attn_threads
 
 
 @dataclass
@@ -74,6 +75,7 @@ def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None, keys:
     return out
 
 
+@on_attn_threads  # BLAS on no more threads than attn decides (parallel.py)
 def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions | None = None) -> Steps:
     """softmax(QKᵀ · scale / temperature + bias, masked) V, step by step.
 

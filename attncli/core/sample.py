@@ -6,8 +6,8 @@ of a key block (or of the keys themselves), where a block turns from fully
 visible to partly masked. A sampled check takes all of those, and the rest
 at random, with a seed that can be given again to repeat the check.
 
-The blocks are attn's kernel's (``kernel.QUERY_BLOCK`` queries,
-``kernel.KEY_BLOCK`` keys): powers of two, so their edges are also edges of
+The blocks are attn's kernel's (``blocking.QUERY_BLOCK`` queries,
+``blocking.KEY_BLOCK`` keys): powers of two, so their edges are also edges of
 every smaller power-of-two block that starts at 0.
 """
 
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from attncli.core.kernel import KEY_BLOCK, QUERY_BLOCK
+from attncli.core.blocking import KEY_BLOCK, QUERY_BLOCK
 from attncli.core.positions import band
 from attncli.errors import UsageError
 

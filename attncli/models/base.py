@@ -6,12 +6,18 @@ checkpoint's tensors, and its forward pass. The loader hands it a ``Tensors``,
 which finds each tensor by its Hugging Face name and checks the shape the
 config implies (nanoGPT's ``from_pretrained`` asserts names and shapes the
 same way), so a family module never opens a file.
+
+A decoder family (``gpt2.py``, ``llama.py``) also gives its ``DecoderSteps``
+(embed, project to Q/K/V, finish a layer, the output head), which
+``decoder.run`` drives layer by layer with a KV cache, keeping only the
+attention weights asked for; and the names of its tensors in a GGUF file
+(``GgufNames``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
@@ -45,6 +51,35 @@ Forward = Callable[[P, C, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray,
 
 
 @dataclass(frozen=True)
+class DecoderSteps(Generic[C, P]):
+    """A decoder's forward pass cut where attention goes, so that ``decoder.run``
+    can drive every family's layers alike (one token at a time with a cache,
+    or a whole prompt) and call attn's own attention in between.
+
+    Arrays are one sequence, no batch: x [n, d_model]; heads [n_head, n, head_dim].
+    """
+
+    embed: Callable[[P, C, np.ndarray, int], np.ndarray]  # (ids [n], position of the first) -> x [n, d_model]
+    # (params of layer i, config, x [n, d_model]) -> q [n_head, n, d], k [n_kv_head, n, d], v [n_kv_head, n, d]
+    project: Callable[[Any, C, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
+    # (params of layer i, config, x [n, d_model], attended [n_head, n, d]) -> x [n, d_model] after the layer
+    finish: Callable[[Any, C, np.ndarray, np.ndarray], np.ndarray]
+    layers: Callable[[P], Sequence[Any]]  # params -> each layer's params
+    norm: Callable[[P, C, np.ndarray], np.ndarray]  # the final norm: x [m, d_model] -> [m, d_model]
+    logits: Callable[[P, C, np.ndarray], np.ndarray]  # the output head: normed x [m, d_model] -> [m, n_vocab]
+
+
+@dataclass(frozen=True)
+class GgufNames:
+    """A family's tensors in llama.cpp's GGUF files: GGUF name -> Hugging Face name
+    (``{i}`` the layer; ``.weight``/``.bias`` carried over), and how they differ."""
+
+    names: Mapping[str, str]  # "blk.{i}.attn_q" -> "layers.{i}.self_attn.q_proj"
+    permuted: Mapping[str, str] = field(default_factory=dict)  # rows permuted for RoPE: GGUF name -> heads field
+    transposed: tuple[str, ...] = ()  # GGUF names stored [d_out, d_in] where Hugging Face has [d_in, d_out]
+
+
+@dataclass(frozen=True)
 class Family(Generic[C, P]):
     """One registered model family: its names, and the three steps that run it."""
 
@@ -53,7 +88,13 @@ class Family(Generic[C, P]):
     prefix: str  # the prefix task heads' checkpoints put on those names: "bert."
     config: Callable[[Mapping[str, Any], str], C]  # config.json (and its path, for errors) -> typed config
     params: Callable[[Tensors, C], P]  # the checkpoint's tensors -> typed params, picked by name
-    forward: Forward[P, C]
+    forward: Forward[P, C]  # every layer's and head's weights of a batch (what `trace` and embeddings use)
+    decoder: DecoderSteps[C, P] | None = None  # a causal language model: its steps, for decoder.run
+    gguf: GgufNames | None = None  # its tensors' names in GGUF files, where attn reads those
+
+    @property
+    def kind(self) -> str:
+        return "decoder" if self.decoder is not None else "encoder"
 
 
 class Tensors:
@@ -64,8 +105,14 @@ class Tensors:
     found as ``weight``/``bias``. Every tensor comes out float32 and contiguous.
     """
 
-    def __init__(self, tensors: Mapping[str, np.ndarray], family: Family[Any, Any], source: str | None = None) -> None:
-        self.tensors, self.family, self.source = tensors, family, source
+    def __init__(
+        self,
+        tensors: Mapping[str, np.ndarray],
+        family: Family[Any, Any],
+        source: str | None = None,
+        implied_by: str = "config.json",
+    ) -> None:
+        self.tensors, self.family, self.source, self.implied_by = tensors, family, source, implied_by
         self.names = {self._plain(name): name for name in tensors}
 
     def _plain(self, name: str) -> str:
@@ -88,15 +135,26 @@ class Tensors:
         array = self.tensors[self.names[name]]
         if array.shape != shape:
             raise ShapeError(
-                f"tensor {name!r} is {shape_text(array.shape)} but config.json implies {shape_text(shape)}",
+                f"tensor {name!r} is {shape_text(array.shape)} but {self.implied_by} implies {shape_text(shape)}",
                 source=self.source,
             )
         return np.ascontiguousarray(array, dtype=np.float32)
 
-    def linear(self, name: str, d_in: int, d_out: int) -> Linear:
+    def has(self, name: str) -> bool:
+        return name in self.names
+
+    def linear(self, name: str, d_in: int, d_out: int, bias: bool | None = True, copy: bool = True) -> Linear:
         """``name.weight`` and ``name.bias`` of a torch Linear, as x @ w + b wants them:
-        torch stores the weight [d_out, d_in]; it is transposed to [d_in, d_out]."""
-        return Linear(w=self.take(f"{name}.weight", d_out, d_in).T.copy(), b=self.take(f"{name}.bias", d_out))
+        torch stores the weight [d_out, d_in]; it is transposed to [d_in, d_out]
+        (``copy`` False: as a view, which BLAS reads as it is). ``bias`` None: the
+        bias when the checkpoint has one (Qwen2's q/k/v, Llama's ``attention_bias``)."""
+        has_bias = bias if bias is not None else self.has(f"{name}.bias")
+        w = self.take(f"{name}.weight", d_out, d_in).T
+        return Linear(w=w.copy() if copy else w, b=self.take(f"{name}.bias", d_out) if has_bias else None)
+
+    def conv1d(self, name: str, d_in: int, d_out: int) -> Linear:
+        """GPT-2's ``Conv1D``: the weight is stored [d_in, d_out] already, as x @ w + b wants it."""
+        return Linear(w=self.take(f"{name}.weight", d_in, d_out), b=self.take(f"{name}.bias", d_out))
 
     def norm(self, name: str, d: int) -> Norm:
         """``name.weight`` and ``name.bias`` of a LayerNorm over d features."""

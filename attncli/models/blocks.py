@@ -21,7 +21,7 @@ class Linear:
     """A dense layer's params: x @ w + b, row vectors."""
 
     w: np.ndarray  # [d_in, d_out]
-    b: np.ndarray  # [d_out]
+    b: np.ndarray | None  # [d_out]; None: no bias
 
 
 @dataclass(frozen=True)
@@ -43,6 +43,12 @@ def layer_norm(x: np.ndarray, p: Norm, eps: float) -> np.ndarray:
     mean = x.mean(axis=-1, keepdims=True)
     var = x.var(axis=-1, keepdims=True)
     return (x - mean) / np.sqrt(var + eps) * p.g + p.b  # eps a python float: stays float32
+
+
+def rms_norm(x: np.ndarray, g: np.ndarray, eps: float) -> np.ndarray:
+    """Each vector divided by its root mean square, then scaled by g (Llama's RMSNorm)."""
+    # [..., d] -> [..., d]
+    return x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps) * g  # eps a python float: stays float32
 
 
 def erf(x: np.ndarray) -> np.ndarray:
@@ -69,9 +75,16 @@ def relu(x: np.ndarray) -> np.ndarray:
     return np.maximum(x, 0)
 
 
+def silu(x: np.ndarray) -> np.ndarray:
+    """x·σ(x), Llama's activation ('silu'), written as torch writes it: x / (1 + e^−x)."""
+    with np.errstate(over="ignore"):  # e^−x overflows for x < −88 in float32: x / inf = −0, the right limit
+        return x / (1 + np.exp(-x))
+
+
 ACTIVATIONS: dict[str, Callable[[np.ndarray], np.ndarray]] = {  # config.json's name -> function
     "gelu": gelu,
     "gelu_new": gelu_tanh,
     "gelu_pytorch_tanh": gelu_tanh,
     "relu": relu,
+    "silu": silu,
 }

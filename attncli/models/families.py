@@ -1,7 +1,9 @@
 """The model families attn runs: config.json's ``model_type`` -> its family module.
 
-Adding a family is one module that defines a ``FAMILY`` (see ``base.Family``
-and ``bert.py``) and one line here.
+Adding a family is one module that defines a ``FAMILY`` (see ``base.Family``,
+``bert.py`` for an encoder, ``gpt2.py`` for a decoder) and one line here; a
+decoder's attention conventions are one entry in ``conventions.CONVENTIONS``
+(which also maps GGUF architectures to model types).
 """
 
 from __future__ import annotations
@@ -10,11 +12,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from attncli.errors import AttnError
-from attncli.models import bert
+from attncli.models import bert, gpt2, llama
 from attncli.models.base import Family
 
 FAMILIES: dict[str, Family[Any, Any]] = {
     "bert": bert.FAMILY,
+    "gpt2": gpt2.FAMILY,
+    **llama.FAMILIES,  # llama, mistral, qwen2
 }
 
 
@@ -26,7 +30,7 @@ def family_for(config: Mapping[str, Any], source: str | None = None) -> Family[A
     architectures = config.get("architectures")
     architecture = ", ".join(map(str, architectures)) if isinstance(architectures, list) else None
     architecture = architecture or model_type
-    known = "; ".join(f"{family.name} encoders: model_type {name!r}" for name, family in FAMILIES.items())
+    known = "; ".join(f"{family.name} {family.kind}s: model_type {name!r}" for name, family in FAMILIES.items())
     raise AttnError(
         f"unsupported architecture {architecture or 'unknown'!r} (model_type {model_type!r})",
         source=source,

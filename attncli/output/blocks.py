@@ -29,6 +29,17 @@ def fmt(x: float, precision: int) -> str:
     return f"{x:.{precision}f}"
 
 
+def distinct(x: float, precision: int) -> str:
+    """As ``fmt``, with more decimals where rounding would make a number that is not
+    1 read as 1 (softmax's 0.99995 of seed 000 is not 1.0000): as many as it takes."""
+    text = fmt(x, precision)
+    digits = precision
+    while x != 1 and float(text) == 1 and digits < 17:
+        digits += 1
+        text = f"{x:.{digits}f}"
+    return text
+
+
 def short(x: float, precision: int = 3) -> str:
     """A number as a person writes it: rounded to ``precision`` decimals, no
     trailing zeros (1, 0.5, 0.522), or scientific when that would hide it."""

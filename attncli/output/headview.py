@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import json
+from dataclasses import dataclass
 from html import escape
 from typing import Any
 
@@ -49,6 +50,45 @@ FONTS = 'system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", "Liberatio
 MONO = 'ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, "Liberation Mono", monospace'
 
 
+EXPLORE_TOKENS = 64  # queries and keys the page recomputes weights for (their scores go in the page)
+
+
+@dataclass(frozen=True)
+class Explore:
+    """What the page needs to recompute one head's weights and outputs for another
+    temperature and scale: logits = scores · scale / temperature + bias, forbidden
+    pairs −∞, softmax, weights · V. Only for attention with no soft-cap, ALiBi or sinks."""
+
+    scores: Any  # [n_q, n_k] q·k (or cosine) before the scale
+    values: Any  # [n_k, d_v]
+    columns: list[str]  # V's column names
+    scale: float
+    temperature: float
+    scale_text: str  # how the scale was chosen: "1/√3", "given"
+    allowed: Any = None  # [n_q, n_k] bool, None: every pair
+    bias: Any = None  # [n_q, n_k] added after scaling (finite where allowed), None: none
+
+    def data(self) -> dict[str, Any]:
+        import numpy as np
+
+        n_q, n_k = np.shape(self.scores)
+        allowed = None if self.allowed is None else np.broadcast_to(self.allowed, (n_q, n_k))
+        bias = None
+        if self.bias is not None:
+            bias = np.broadcast_to(np.asarray(self.bias, dtype=float), (n_q, n_k))
+            bias = np.where(np.isfinite(bias), bias, 0.0)
+        return {
+            "scores": np.asarray(self.scores, dtype=float).tolist(),
+            "values": np.asarray(self.values, dtype=float).tolist(),
+            "columns": self.columns,
+            "scale": self.scale,
+            "temperature": self.temperature,
+            "scaleText": self.scale_text,
+            "allowed": None if allowed is None else allowed.tolist(),
+            "bias": None if bias is None else bias.tolist(),
+        }
+
+
 def head_colour(i: int) -> str:
     """The colour of head ``i``: Tableau's ten and two more, then evenly spaced hues."""
     return HEAD_COLOURS[i] if i < len(HEAD_COLOURS) else f"hsl({(i * 137) % 360}, 55%, 45%)"
@@ -61,12 +101,12 @@ def text_width(labels: list[str]) -> float:
 def page_data(maps: AttentionMaps) -> dict[str, Any]:
     """What the page's script reads: names, shape, geometry, colours, and the
     weights [layers, heads, n_q, n_k] as little-endian float32 in base64
-    (forbidden pairs as 0: they get no line)."""
+    (forbidden pairs as NaN: they get no line, and the numbers leave them out)."""
     import numpy as np
 
     w = np.asarray(maps.weights, dtype="<f4")
     if maps.allowed is not None:
-        w = np.where(maps.allowed, w, np.float32(0))
+        w = np.where(maps.allowed, w, np.float32(np.nan))
     return {
         "title": maps.title,
         "queries": maps.queries,
@@ -78,6 +118,7 @@ def page_data(maps: AttentionMaps) -> dict[str, Any]:
         "geometry": GEOMETRY,
         "colours": [head_colour(i) for i in range(len(maps.heads))],
         "weights": base64.b64encode(np.ascontiguousarray(w).tobytes()).decode("ascii"),
+        "explore": None if maps.explore is None else maps.explore.data(),
     }
 
 
@@ -178,6 +219,16 @@ p.how { margin: 0 0 12px; color: #555; font-size: 13px; max-width: 60em; }
 #view line.link.dim { display: none; }
 #numbers { font: 12px %(mono)s; white-space: pre-wrap; min-height: 3em; color: #333; margin: 8px 0; }
 section.terminal pre { padding: 12px; overflow-x: auto; font-family: %(mono)s; font-size: 12px; }
+[hidden] { display: none !important; }
+#explore { margin: 8px 0 18px; font-size: 13px; }
+#explore label { display: inline-flex; gap: 6px; align-items: center; margin-right: 18px; }
+#explore input[type=range] { width: 180px; }
+#explore .formula { font: 13px %(mono)s; margin: 6px 0; color: #222; }
+#explore table { border-collapse: collapse; font: 12px %(mono)s; margin: 6px 12px 6px 0; display: inline-table;
+  vertical-align: top; }
+#explore th { font-weight: bold; padding: 2px 6px; color: #555; }
+#explore td { padding: 2px 6px; text-align: right; min-width: 3.5em; }
+#explore td.forbidden { color: #777; background: repeating-linear-gradient(45deg, #eee 0 4px, #ccc 4px 6px); }
 """
 
 SCRIPT = r"""
@@ -193,7 +244,8 @@ SCRIPT = r"""
   function width(labels) {
     return Math.max(4, Math.max.apply(null, labels.map(function (t) { return t.length; }))) * 0.6 * G.font;
   }
-  var left = width(data.queries), xL = left, xR = left + 2 * G.pad + G.gap;
+  // the queries' column is at least as wide as its title, which is drawn right-aligned at xL
+  var left = Math.max(width(data.queries), "queries".length * 0.6 * G.font), xL = left, xR = left + 2 * G.pad + G.gap;
   function y(i) { return G.top + (i + 0.5) * G.row; }
   var state = {layer: 0, heads: [], token: null, pinned: false};
   for (var h = 0; h < nH; h++) state.heads.push(h);
@@ -288,14 +340,16 @@ SCRIPT = r"""
     if (!t) { out.textContent = "Hover over a token for its weights; click to keep them."; return; }
     var lines = [];
     state.heads.forEach(function (h) {
-      var pairs = [], n = t[0] === "q" ? nK : nQ;
+      var pairs = [], n = t[0] === "q" ? nK : nQ, forbidden = 0;
       for (var i = 0; i < n; i++) {
         var w = t[0] === "q" ? at(l, h, t[1], i) : at(l, h, i, t[1]);
+        if (w !== w) { forbidden++; continue; }  // NaN: a pair the mask forbids, not a weight of 0
         pairs.push([w, t[0] === "q" ? data.keys[i] : data.queries[i]]);
       }
       pairs.sort(function (a, b) { return b[0] - a[0]; });
       lines.push(data.heads[h] + ": " + pairs.slice(0, 8).map(function (p) {
-        return p[1] + " " + fmt(p[0]); }).join("  ") + (pairs.length > 8 ? "  \u2026" : ""));
+        return p[1] + " " + fmt(p[0]); }).join("  ") + (pairs.length > 8 ? "  \u2026" : "") +
+        (forbidden ? "  (" + forbidden + " forbidden)" : ""));
     });
     var who = t[0] === "q" ? data.queries[t[1]] + " attends to" : data.keys[t[1]] + " is attended by";
     out.textContent = who + (data.layers[l] ? " (" + data.layers[l] + ")" : "") + ":\n" + lines.join("\n");
@@ -311,7 +365,94 @@ SCRIPT = r"""
   if (hash.query !== undefined && +hash.query < nQ) { state.token = ["q", +hash.query]; state.pinned = true; }
   if (hash.key !== undefined && +hash.key < nK) { state.token = ["k", +hash.key]; state.pinned = true; }
   draw();
+  if (data.explore) explore(data.explore, hash);
   document.body.dataset.ready = "yes";
+
+  // One head small enough to recompute: the same steps as attn, softmax(scores · scale / T + bias) · V,
+  // for the temperature and scale the sliders choose (each slider moves a power of 2).
+  function explore(E, hash) {
+    var section = document.getElementById("explore"), nq = E.scores.length, nk = E.scores[0].length;
+    var tSlider = document.getElementById("temperature"), sSlider = document.getElementById("scale");
+    var T = E.temperature, S = E.scale;
+    if (hash.temperature !== undefined && +hash.temperature > 0) T = +hash.temperature;
+    if (hash.scale !== undefined && +hash.scale > 0) S = +hash.scale;
+    tSlider.value = Math.log2(T); sSlider.value = Math.log2(S / E.scale);
+    section.hidden = false;
+    function ok(q, k) { return !E.allowed || E.allowed[q][k]; }
+    function weights() {
+      var out = [];
+      for (var q = 0; q < nq; q++) {
+        var logits = [], top = -Infinity;
+        for (var k = 0; k < nk; k++) {
+          var x = ok(q, k) ? E.scores[q][k] * S / T + (E.bias ? E.bias[q][k] : 0) : -Infinity;
+          logits.push(x); if (x > top) top = x;
+        }
+        var sum = 0, row = logits.map(function (x) {
+          var e = top === -Infinity ? 0 : Math.exp(x - top); sum += e; return e;
+        });
+        out.push(row.map(function (e) { return sum > 0 ? e / sum : 0; }));
+      }
+      return out;
+    }
+    function cell(tr, text, cls) {
+      var td = document.createElement(cls === "th" ? "th" : "td"); td.textContent = text;
+      if (cls && cls !== "th") td.className = cls; tr.appendChild(td); return td;
+    }
+    var stops = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];  // viridis
+    function colour(x) {
+      x = Math.max(0, Math.min(1, x)) * (stops.length - 1);
+      var i = Math.min(Math.floor(x), stops.length - 2), f = x - i, a = stops[i], b = stops[i + 1];
+      var c = a.map(function (v, j) { return Math.round(v + (b[j] - v) * f); });
+      return ["rgb(" + c.join(",") + ")", 0.2126 * c[0] + 0.7152 * c[1] + 0.0722 * c[2] > 110 ? "#000" : "#fff"];
+    }
+    function update() {
+      var P = weights(), largest = 0;
+      P.forEach(function (row) { row.forEach(function (w) { if (w > largest) largest = w; }); });
+      var top = largest > 0 && largest < 0.5 ? largest : 1;  // as the terminal: to the largest below 0.5
+      var table = document.getElementById("explore-weights"); table.textContent = "";
+      var head = document.createElement("tr"); cell(head, "weights", "th");
+      data.keys.forEach(function (k) { cell(head, k, "th"); }); table.appendChild(head);
+      for (var q = 0; q < nq; q++) {
+        var tr = document.createElement("tr"); cell(tr, data.queries[q], "th");
+        for (var k = 0; k < nk; k++) {
+          if (!ok(q, k)) {
+            var f = cell(tr, "\u2013", "forbidden"); f.dataset.q = q; f.dataset.k = k; f.title = "forbidden";
+            continue;
+          }
+          var td = cell(tr, P[q][k].toFixed(3), "weight"), c = colour(P[q][k] / top);
+          td.style.background = c[0]; td.style.color = c[1];
+          td.dataset.q = q; td.dataset.k = k; td.dataset.w = P[q][k];
+          W[q * nK + k] = P[q][k];  // the lines above follow
+        }
+        table.appendChild(tr);
+      }
+      var output = document.getElementById("explore-output"); output.textContent = "";
+      var oh = document.createElement("tr"); cell(oh, "output", "th");
+      E.columns.forEach(function (c) { cell(oh, c, "th"); }); output.appendChild(oh);
+      for (q = 0; q < nq; q++) {
+        var row = document.createElement("tr"); cell(row, data.queries[q], "th");
+        for (var c = 0; c < E.columns.length; c++) {
+          var o = 0;
+          for (k = 0; k < nk; k++) o += P[q][k] * E.values[k][c];
+          var od = cell(row, o.toFixed(3), "value"); od.dataset.q = q; od.dataset.c = c; od.dataset.value = o;
+        }
+        output.appendChild(row);
+      }
+      var given = " (" + E.scaleText + (S === E.scale ? "" : " \u00d7 " + (S / E.scale).toPrecision(3)) + ")";
+      document.getElementById("temperature-value").textContent = "T = " + T.toPrecision(3);
+      document.getElementById("scale-value").textContent = S.toPrecision(4) + given;
+      document.getElementById("formula").textContent = "weights = softmax(scores \u00d7 " + S.toPrecision(4) +
+        " / " + T.toPrecision(3) + (E.bias ? " + bias" : "") + ")   output = weights \u00b7 V" +
+        (E.allowed ? "   (\u2013 = forbidden: weight 0)" : "");
+      document.getElementById("explore-legend").textContent = "colours: 0 to " + (top === 1 ? "1" : top.toFixed(3) +
+        " (the largest weight)") + ". Above 1 the temperature flattens the weights, below 1 it sharpens them.";
+      section.dataset.temperature = T; section.dataset.scale = S;
+      draw();
+    }
+    tSlider.addEventListener("input", function () { T = Math.pow(2, +tSlider.value); update(); });
+    sSlider.addEventListener("input", function () { S = E.scale * Math.pow(2, +sSlider.value); update(); });
+    update();
+  }
 })();
 """
 
@@ -332,6 +473,15 @@ Click a head to show or hide it, double-click for that head alone.</p>
 <label id="layer-control"><span id="layer-axis">layer</span> <select id="layer"></select></label>
 <div class="heads" id="heads"></div>
 </div>
+<section id="explore" hidden>
+<h2>Explore: change the temperature and the scale</h2>
+<label>temperature <input type="range" id="temperature" min="-4" max="4" step="0.01">
+<span id="temperature-value"></span></label>
+<label>scale <input type="range" id="scale" min="-4" max="4" step="0.01"> <span id="scale-value"></span></label>
+<div class="formula" id="formula"></div>
+<table id="explore-weights"></table><table id="explore-output"></table>
+<div class="formula" id="explore-legend"></div>
+</section>
 <div id="numbers"></div>
 <svg id="view" xmlns="http://www.w3.org/2000/svg" role="img" aria-label="attention lines between tokens"></svg>
 {terminal}

@@ -22,7 +22,9 @@ class ViewStyle:
 
     view: str = "auto"  # one of VIEWS
     top: int = TOP  # keys per query in the top view
-    scale_to_max: bool = False  # the scale runs to the largest weight shown rather than to 1
+    # where the colour scale ends: True the largest weight shown, False 1, None (auto) the largest
+    # weight when no weight reaches FAINT (many keys share the attention: 0 to 1 would be one colour)
+    scale_to_max: bool | None = None
     hints: bool = True  # the view may name --view, --top and --scale-to-max (the command takes them)
 
     def __post_init__(self) -> None:
@@ -32,17 +34,26 @@ class ViewStyle:
             raise ValueError(f"top must be at least 1, got {self.top}")
 
     def scale(self, weights: Any) -> float:
-        """The weight drawn in the brightest colour: 1, or the largest weight with ``scale_to_max``."""
+        """The weight drawn in the brightest colour: 1, or the largest weight (``scale_to_max``,
+        or by default when no weight reaches FAINT)."""
         import numpy as np
 
-        return (float(np.max(weights)) or 1.0) if self.scale_to_max and np.size(weights) else 1.0
+        if self.scale_to_max is False or not np.size(weights):
+            return 1.0
+        largest = float(np.max(weights))
+        if self.scale_to_max is None and largest >= FAINT:
+            return 1.0
+        return largest or 1.0
+
+
+FAINT = 0.5  # below this largest weight the colours run to it by default (seed 003's colours: 0.158)
 
 
 def scale_text(top: float, precision: int, style: ViewStyle) -> str:
     """The top of a legend: '1', or '0.874 (the largest weight)'."""
     from attncli.output.blocks import short
 
-    return f"{short(top, precision)} (the largest weight)" if style.scale_to_max else "1"
+    return "1" if top == 1.0 else f"{short(top, precision)} (the largest weight)"
 
 
 class Heatmap:
@@ -117,7 +128,7 @@ class Heatmap:
             self.top,
             scale_text(self.top, self.precision, self.style),
             shades=shades,
-            note=faint_note(self.weights, self.top, self.precision) if self.style.hints else "",
+            note=faint_note(self.top, self.style) if self.style.hints else "",
         )
 
     def too_many(self) -> bool:
@@ -184,15 +195,10 @@ class Heatmap:
         return Measurement(min(20, options.max_width), options.max_width)
 
 
-def faint_note(weights: Any, top: float, precision: int) -> str:
-    """A hint when every weight sits in the bottom fifth of a 0-1 scale (many keys share the attention)."""
-    import numpy as np
-
-    from attncli.output.blocks import short
-
-    largest = float(np.max(weights)) if np.size(weights) else 0.0
-    if top == 1.0 and largest < 0.2:
-        return f"(the largest weight is {short(largest, precision)}: --scale-to-max spreads the colours)"
+def faint_note(top: float, style: ViewStyle) -> str:
+    """Why the colours run to the largest weight when nobody asked: no weight reaches FAINT."""
+    if style.scale_to_max is None and top != 1.0:
+        return f"(no weight reaches {FAINT:g}; --scale-to-one: 0 to 1)"
     return ""
 
 

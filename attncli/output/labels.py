@@ -9,6 +9,12 @@ from collections.abc import Sequence
 ELLIPSIS = "…"
 
 
+def value_columns(d: int) -> list[str]:
+    """Names for d unnamed columns of values: one number per key is its "value"
+    (seed 000's v: [10, 5, 2]); more are d0, d1, …"""
+    return ["value"] if d == 1 else [f"d{j}" for j in range(d)]
+
+
 def cut(label: str, width: int, tail: int) -> str:
     """``label`` in at most ``width`` characters: its start, "…", and its last ``tail`` characters."""
     if len(label) <= width:

@@ -22,6 +22,7 @@ class AttentionMaps:
     title: str = ""
     top: float = 1.0  # the weight drawn in the brightest colour: 1, or the largest with --scale-to-max
     layer_axis: str = "layer"  # what the first axis is: "layer" (a model's), "batch" (tensors')
+    explore: Any = None  # one head small enough to recompute in the page (headview.Explore), or None
 
     def __post_init__(self) -> None:
         import numpy as np

@@ -14,6 +14,7 @@ from rich.text import Text
 
 from attncli.output import terminal
 from attncli.output.blocks import ColumnBlocks, IfColour, Label, fmt
+from attncli.output.labels import value_columns
 from attncli.output.summary import first_lines, shown_part
 from attncli.text import printable
 
@@ -130,7 +131,7 @@ def lookup_table(
     table.add_column("score", justify="right", no_wrap=True)
     table.add_column("weight", justify="right", no_wrap=True)
     table.add_column("", no_wrap=True)
-    columns = [] if values is None else (values.col_labels or [f"d{j}" for j in range(values.shape[1])])
+    columns = [] if values is None else (values.col_labels or value_columns(values.shape[1]))
     for name in columns:
         table.add_column(terminal.label(name), justify="right", no_wrap=True)
     shown, rest = first_lines(len(keys))

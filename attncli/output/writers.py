@@ -70,7 +70,7 @@ ROWS_PER_WRITE = 4096  # rows turned into text at a time: large outputs stream
 
 
 def to_json(obj: Any) -> str:
-    """One line of JSON; numpy arrays become nested lists of numbers."""
+    """One line of JSON; numpy arrays become nested lists of numbers (NaN as null)."""
     return "".join(json_parts(obj))
 
 
@@ -85,7 +85,10 @@ def json_parts(obj: Any) -> Iterator[str]:
             yield ("," if start else "") + ",".join(to_json(row) for row in obj[start : start + ROWS_PER_WRITE])
         yield "]"
     elif isinstance(obj, np.ndarray):
-        yield str(number_strings(obj)) if obj.ndim == 0 else "[" + ",".join(number_strings(obj).tolist()) + "]"
+        text = number_strings(obj)
+        if obj.dtype.kind == "f":  # NaN, a value that is not there (a pair a model forbids), is JSON's null
+            text = np.where(np.isnan(obj), "null", text)
+        yield str(text) if obj.ndim == 0 else "[" + ",".join(text.tolist()) + "]"
     elif isinstance(obj, dict):
         yield "{"
         for i, (k, v) in enumerate(obj.items()):

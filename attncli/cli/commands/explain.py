@@ -14,6 +14,7 @@ from attncli.cli.attend import every_step
 from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result
+from attncli.cli.explained import pick_query
 from attncli.cli.inputs import Inputs, output_gradient, read_inputs
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
@@ -21,6 +22,7 @@ from attncli.cli.options import (
     Layout,
     LayoutOption,
     PrecisionOption,
+    QueryOption,
     ReadFlags,
     read_options,
 )
@@ -29,7 +31,6 @@ from attncli.cli.paths import READS
 from attncli.cli.run_result import run_result, slice_of, slices
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
-from attncli.text import clip, parse_index
 
 if TYPE_CHECKING:
     import numpy as np
@@ -55,17 +56,7 @@ Examples:
 @output_options(**OUTPUT_OR_WEIGHTS)
 def explain(
     files: FilesArgument,
-    query: Annotated[
-        str | None,
-        typer.Option(
-            "--query",
-            "-q",
-            metavar="N|LABEL",
-            show_default=False,
-            help="The query whose dot product and weighted sum are written out term by term: "
-            "its row number (from 0) or its label. Default: the first.",
-        ),
-    ] = None,
+    query: QueryOption = None,
     attention: AttentionFlags = FROM_OPTIONS,
     reading: ReadFlags = FROM_READ_OPTIONS,
     layout: LayoutOption = Layout.bhsd,
@@ -120,6 +111,7 @@ def explain(
     as 'attn run'; for tensors, one (batch, head) is explained. In a pipe:
     JSON with scores, scaled, logits, weights, output.
     """
+    json_by_default(out)
     if dout is not None and not grad:
         raise UsageError("--dout is for the backward pass", hint="add --grad")
     inputs = read_inputs(files, attention, reading.settings(), layout, wanted=("dout",) if grad else ())
@@ -127,21 +119,20 @@ def explain(
     backward = backward_of(inputs, steps, dout, reading, batch, head) if grad else None
     if inputs.tensors or steps.rotated is not None:
         inputs, steps = one_head(inputs, steps, batch, head)
-    return explain_result(inputs, steps, precision, pick_query(inputs, query), look.style(), backward)
+    return explain_result(inputs, steps, precision, pick_query(inputs.queries, query, "Q"), look.style(), backward)
 
 
-def pick_query(inputs: Inputs, query: str | None) -> int:
-    """The row --query names: a label first, else a row number from 0."""
-    labels = inputs.queries
-    if query is None:
-        return 0
-    if query in labels:
-        return labels.index(query)
-    row = parse_index(query)
-    if row is not None and 0 <= row < len(labels) and query.strip()[:1] != "-":
-        return row
-    rows = "row 0" if len(labels) == 1 else f"rows 0 to {len(labels) - 1}"
-    raise UsageError(f"--query {clip(query)}: no such query", hint=f"Q has {rows}; give a number or a label")
+def json_by_default(out: OutputFlags) -> None:
+    """explain's output is a walk through the steps; into a pipe it is JSON (right for jq). When a
+    person watches stderr and chose no format, say how to page the walk (``| less`` is a wall of JSON)."""
+    from attncli.cli.emit import is_terminal, stderr_is_terminal
+    from attncli.cli.notes import note
+
+    if out.fmt is None and not is_terminal() and stderr_is_terminal():
+        note(
+            "stdout is not a terminal, so this is JSON; -f table writes the steps "
+            "(FORCE_COLOR=1 attn explain … -f table | less -R keeps the colours)"
+        )
 
 
 def backward_of(
@@ -198,6 +189,11 @@ def explain_result(
     }
     if inputs.head is not None:
         data["batch"], data["head"] = inputs.head
+    from attncli.cli.describe import call_of, scaled_frequencies
+
+    frequencies = scaled_frequencies(inputs.options, call_of(inputs.q.shape, inputs.k.shape))
+    if frequencies is not None:
+        data["rope_frequencies"] = frequencies
     data.update((key, value) for key, value in base.data.items() if key not in data)
     if backward is not None:
         data["backward"] = dict(backward)

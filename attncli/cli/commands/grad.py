@@ -11,6 +11,7 @@ from attncli.cli.command import CommandSpec
 from attncli.cli.describe import attention_data, call_of
 from attncli.cli.emit import Emitted, Result
 from attncli.cli.inputs import Inputs, output_gradient, read_inputs
+from attncli.cli.model_options import model_data, model_line
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
     BatchOption,
@@ -131,6 +132,7 @@ def grad_result(
         **named,
         "shapes": {name: list(g.shape) for name, g in named.items()},
         **attention_data(options, call_of(grads.dq.shape, inputs.k.shape)),
+        **model_data(inputs.flags),
         "dtype": "float64",
         **({"layout": inputs.layout.value} if inputs.tensors else {}),
     }
@@ -152,6 +154,7 @@ def grad_result(
                 ("gradients ", "bold"),
                 ", ".join(f"{name} {shape_text(g)}" for name, g in grads.named().items()),
                 " (float64)",
+                model_line(inputs.flags),
             )
         ]
         group = heads // grads.dk.shape[-3] if grads.dk.ndim > 2 else 1

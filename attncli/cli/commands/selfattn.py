@@ -17,11 +17,14 @@ import typer
 from attncli.cli.attention import FROM_OPTIONS, AttentionFlags, attention_options
 from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result
+from attncli.cli.explained import pick_query
 from attncli.cli.guards import check_attention
+from attncli.cli.notes import note
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
     UNKNOWN_IS_AN_ERROR,
     PrecisionOption,
+    QueryOption,
     ReadFlags,
     UnknownOption,
     VectorsOption,
@@ -56,6 +59,8 @@ from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from attncli.core.multihead import MultiHeadSteps
 
 EXAMPLES = """\b
@@ -78,10 +83,10 @@ RANDOM = ("wq", "wk", "wv")  # drawn from --seed when not given; W_O and biases 
 @read_options()
 @view_options()
 @output_options(
-    emit=("output", "weights", "q", "k", "v"),
-    emit_help="The matrix csv/tsv/npy write: output (n_q×d_out, the default), weights (npy: "
-    "heads×n_q×n_k; csv/tsv: every head's rows stacked, labelled head:query), or the "
-    "projections q, k, v.",
+    emit=("output", "weights", "scores", "q", "k", "v"),
+    emit_help="The matrix csv/tsv/npy write: output (n_q×d_out, the default), weights or scores "
+    "(the unscaled q_i·k_j, seed 001's e_ij; npy: heads×n_q×n_k; csv/tsv: every head's rows stacked, "
+    "labelled head:query), or the projections q, k, v.",
 )
 def self_attention(
     ctx: typer.Context,
@@ -129,6 +134,16 @@ def self_attention(
             "with --emit weights in csv/tsv/npy. JSON always holds every head.",
         ),
     ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Walk one token (--query) through one head (--head, default 0) with the real numbers: its "
+            "input row, q = x W_Q + b_q and every k, v, the scores and the terms that made each high, the "
+            "scale, the mask, the softmax, the weighted sum and W_O. JSON: under explain.",
+        ),
+    ] = False,
+    query: QueryOption = None,
     seed: SeedOption = 0,
     d_attn: DAttnOption = None,
     d_out: DOutOption = None,
@@ -171,17 +186,28 @@ def self_attention(
             f"--head {head} but there {'is 1 head' if heads == 1 else f'are {heads} heads'}",
             hint=f"heads are numbered from 0 to {heads - 1}",
         )
-    steps, random = compute_self(
+    if query is not None and not explain:
+        raise UsageError("--query picks the token --explain walks through", hint="add --explain")
+    steps, random, w = compute_self(
         inputs, heads=heads, seed=inputs.settings.seed, d_attn=inputs.settings.d_attn, d_out=inputs.settings.d_out
     )
     check_attention(options, inputs.queries, len(inputs.keys), steps.heads, heads)
-    return self_result(inputs, steps, SelfShown(inputs.settings.seed, random, head, look.style()), precision)
+    if random:
+        note(f"random {', '.join(random)}: the pattern means nothing; `attn trace` shows a trained model")
+    explained = None
+    if explain:
+        from attncli.cli.self_explained import Explained
+
+        i = pick_query(inputs.queries, query, "X")
+        explained = Explained(inputs, steps, w, head or 0, i, random)
+    shown = SelfShown(inputs.settings.seed, random, head, look.style(), explained)
+    return self_result(inputs, steps, shown, precision)
 
 
 def compute_self(
     inputs: SelfInputs, *, heads: int, seed: int, d_attn: int | None, d_out: int | None
-) -> tuple[MultiHeadSteps, list[str]]:
-    """Draw the missing W_Q, W_K, W_V and run the multi-head maths -> (steps, names drawn)."""
+) -> tuple[MultiHeadSteps, list[str], dict[str, np.ndarray]]:
+    """Draw the missing W_Q, W_K, W_V and run the multi-head maths -> (steps, names drawn, W_Q/W_K/W_V used)."""
     from attncli.core.multihead import multi_head_attention_steps, random_projection
 
     x = inputs.x.values
@@ -210,7 +236,7 @@ def compute_self(
         n_head=heads,
         options=inputs.options,
     )
-    return steps, [WEIGHTS[name] for name in drawn]
+    return steps, [WEIGHTS[name] for name in drawn], w
 
 
 def _check_size(name: str, rows: int, cols: int) -> None:

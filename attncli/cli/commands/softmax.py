@@ -7,7 +7,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from attncli.cli.attention import TemperatureOption
 from attncli.cli.command import CommandSpec, OnceCommand
 from attncli.cli.emit import Emitted, Result
 from attncli.cli.io import STDIN, STDIN_NAME, read_stdin
@@ -29,6 +28,15 @@ Examples:
 """
 
 
+TemperatureOption = Annotated[
+    float,
+    typer.Option(
+        "--temperature",
+        "-t",
+        metavar="T",
+        help="Divide the numbers by T before softmax: above 1 flattens the weights, below 1 sharpens them.",
+    ),
+]
 SEPARATORS = re.compile(r"[\s,]+")
 DECIMAL_COMMA = re.compile(r"[+\-\u2212]?\d+,\d+")  # "1,5": 1.5 in much of Europe, or the numbers 1 and 5
 
@@ -176,7 +184,7 @@ def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
     def view() -> Any:
         from rich.text import Text
 
-        from attncli.output.blocks import ColumnBlocks, fmt, short
+        from attncli.output.blocks import ColumnBlocks, distinct, fmt, short
         from attncli.output.palette import HeatCell
         from attncli.output.render import stack
         from attncli.output.summary import first_lines
@@ -194,7 +202,7 @@ def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
             w = float(weights[i])
             cells: list[str | HeatCell] = [fmt(x[i], precision)]
             cells += [fmt(scaled[i], precision)] if temperature != 1 else []
-            cells += [fmt(exps[i], precision), HeatCell(fmt(w, precision), w / top)]
+            cells += [fmt(exps[i], precision), HeatCell(distinct(w, precision), w / top)]
             body.append((str(i + 1), cells))
         note = Text.assemble(
             ("softmax ", "bold"),
@@ -206,7 +214,7 @@ def softmax_result(x: np.ndarray, temperature: float, precision: int) -> Result:
             ": subtracting the largest number first changes nothing but keeps e^x from overflowing.",
         )
         total_line = Text(
-            f"Σ {exp} = {fmt(total, precision)}; the weights sum to {fmt(float(weights.sum()), precision)}."
+            f"Σ {exp} = {distinct(total, precision)}; the weights sum to {fmt(float(weights.sum()), precision)}."
         )
         return stack(note, ColumnBlocks(heads, body), rest, total_line)
 
