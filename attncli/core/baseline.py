@@ -79,8 +79,10 @@ def round_float16(x: np.ndarray) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         np.add(a, step, out=a)
         a -= step
+        # |x| ≥ 65520 rounds to 65536 or more here (inf to NaN), as NaN stays NaN: then numpy says
+        overflowed = not a.max(initial=0.0) < 2.0**16
     np.copysign(a, x, out=a)
-    if not np.abs(x).max(initial=0.0) < FLOAT16_PAST_MAX:  # NaN compares false too
+    if overflowed:
         with np.errstate(over="ignore", invalid="ignore"):
             far = ~(np.abs(x) < FLOAT16_PAST_MAX)
             a[far] = x[far].astype(np.float16).astype(np.float32)
