@@ -15,7 +15,10 @@
    float64); what causal spares of it; the peak RSS of a process running it
    at two sizes; and ``attention_blocked(workers=1)`` with BLAS held to one
    thread against BLAS left at its own threads.
-2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384.
+2. Peak memory (max RSS) of ``attn run q.npy k.npy v.npy -f npy`` at n = 16,384;
+   ``attn check`` (every row, and ``--rows 1024``) beside ``attn run`` on the
+   same float16 inputs, whole processes, time and peak RSS as ratios
+   (``check_rows.py``; ``--check`` runs that table alone).
 3. Reading a 100,000 × 64 CSV: attn's reader against ``np.loadtxt``.
 4. Start-up, whole processes, median of many interleaved runs: ``attn --help``
    against a bare Typer app; ``attn run``, ``attn softmax`` against a Typer
@@ -746,10 +749,16 @@ def main() -> None:
         help="only the backward pass (beside torch, what causal spares, peak memory) and one worker",
     )
     parser.add_argument("--startup", action="store_true", help="only the start-up table")
+    parser.add_argument("--check", action="store_true", help="only attn check beside attn run (check_rows.py)")
     args = parser.parse_args()
     machine()
     if args.startup:
         startup(5 if args.quick else 30)
+        return
+    if args.check:
+        from check_rows import check_table
+
+        check_table(1 if args.quick else 2)
         return
     if args.backward:
         gemm_rates()
@@ -769,6 +778,9 @@ def main() -> None:
     one_worker(3 if args.quick else 5)
     kernels([1024, 4096] if args.quick else [1024, 4096, 8192, 16384])
     peak_memory(4096 if args.quick else 16384)
+    from check_rows import check_table
+
+    check_table(1 if args.quick else 2)
     csv_reading(10_000 if args.quick else 100_000)
     startup(5 if args.quick else 30)
 

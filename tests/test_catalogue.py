@@ -889,6 +889,29 @@ CATALOGUE = [
         2,
         "stdin ('-') is named more than once, but can be read only once (save all but one input to a file)",
     ),
+    (
+        "check --seed without --rows",
+        {},
+        ["check", "o", *QKV, "--seed", "3"],
+        2,
+        "--seed chooses the random rows of --rows (add --rows K)",
+    ),
+    (
+        "check --rows of gradients",
+        {},
+        ["check", "--grad", "g", *QKV, "--rows", "4"],
+        2,
+        "--rows checks rows of the output, not gradients (leave out --rows or --grad)",
+    ),
+    (
+        "check --rows fewer than the block edges",
+        {**TENSORS, "out.npy": npy(np.ones((1, 4, 3, 8)))},
+        ["check", "{d}/out.npy", *T, "--rows", "1"],
+        2,
+        "--rows 1 is fewer than the 2 rows every sampled check takes here: the first and last row of each block "
+        "of 256 queries and the rows where the causal or window band meets a block of 1024 keys "
+        "(give --rows 2 or more)",
+    ),
     # ---------------------------------------------------------------- attn grad
     (
         "grad without dout",

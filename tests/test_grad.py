@@ -273,7 +273,7 @@ def low_precision_case(seed=21):
 def test_check_grads_passes_correct_low_precision_gradients(dtype):
     import ml_dtypes
 
-    from attncli.core.check import check_grads
+    from attncli.core.check_grads import check_grads
 
     real = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
     q, k, v, dout, options = low_precision_case()
@@ -315,7 +315,7 @@ def planted(name, q, k, v, dout, options, dtype=np.float16):
     ],
 )
 def test_check_grads_fails_planted_bugs(bug, gradient, dtype):
-    from attncli.core.check import check_grads
+    from attncli.core.check_grads import check_grads
 
     q, k, v, dout, options = low_precision_case()
     verdicts = check_grads(
@@ -327,7 +327,8 @@ def test_check_grads_fails_planted_bugs(bug, gradient, dtype):
 
 
 def test_float64_baseline_is_the_backward_summed_in_another_order():
-    from attncli.core.check import FLOAT64_GRAD_ULPS, check_grads, ulp
+    from attncli.core.check import ulp
+    from attncli.core.check_grads import FLOAT64_GRAD_ULPS, check_grads
 
     q, k, v, dout, options = low_precision_case()
     verdicts = check_grads(attention_grad(q, k, v, dout, options).named(), q, k, v, dout, options)
@@ -339,7 +340,7 @@ def test_float64_baseline_is_the_backward_summed_in_another_order():
 
 @pytest.mark.parametrize("name", pinned_cases())
 def test_check_grads_passes_pinned_pytorch_float64_gradients_with_margin(name):
-    from attncli.core.check import check_grads
+    from attncli.core.check_grads import check_grads
 
     with np.load(DATA) as data:
         grads = {
@@ -355,7 +356,7 @@ def test_check_grads_passes_pinned_pytorch_float64_gradients_with_margin(name):
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
 def test_check_grads_passes_pytorch_sdpa_backward_live(dtype):
     torch = pytest.importorskip("torch")
-    from attncli.core.check import check_grads
+    from attncli.core.check_grads import check_grads
 
     rng = np.random.default_rng(4)
     q, k, v = rng.normal(size=(1, 4, 16, 16)), rng.normal(size=(1, 2, 24, 16)), rng.normal(size=(1, 2, 24, 8))

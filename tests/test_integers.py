@@ -440,6 +440,27 @@ def trace_pick(axis: int, flag: str, n: int) -> Callable[[str, int, Data], None]
     return check
 
 
+def check_rows(command: str, value: int, data: Data) -> None:
+    """--rows K: at least the 2 edge rows of 3 (the first and the last), all 3 from 3 on."""
+    outcome = run("check", *data.plain("check"), "--rows", value, "-f", "json")
+    if value < 2:
+        outcome.refused(2)
+        return
+    got = outcome.json()
+    assert got["passed"] and got["rows"]["checked"] == min(value, N_Q) and got["rows"]["of"] == N_Q
+    close(got["max_abs_error"], data.plain_json("check")["max_abs_error"], 1e-12)
+
+
+def check_seed(command: str, value: int, data: Data) -> None:
+    """--seed S with --rows: any seed below 2^32, said back."""
+    outcome = run("check", *data.plain("check"), "--rows", 2, "--seed", value, "-f", "json")
+    if not 0 <= value < 2**32:
+        outcome.refused(2)
+        return
+    got = outcome.json()
+    assert got["rows"]["seed"] == value and got["rows"]["index"] == [0, N_Q - 1]
+
+
 def trace_top_next(command: str, value: int, data: Data) -> None:
     """--top-next K: a decoder's K likeliest next tokens (at most its vocabulary), largest first;
     0 for none; an encoder predicts nothing."""
@@ -529,6 +550,8 @@ RECIPES: dict[Any, Recipe] = {
     ("trace", "layers"): Recipe(trace_pick(0, "--layer", 2), examples=(*SPECIAL, -2, -3, 2)),
     ("trace", "heads"): Recipe(trace_pick(1, "--head", 2), examples=(*SPECIAL, -2, -3, 2)),
     ("trace", "query"): Recipe(trace_pick(2, "--query", 5), examples=(*SPECIAL, -5, -6)),
+    ("check", "rows"): Recipe(check_rows, examples=(*SPECIAL, 2, 3)),
+    ("check", "seed"): Recipe(check_seed, examples=(*SPECIAL, 2**32 - 1, 2**32)),
     ("trace", "top_next"): Recipe(trace_top_next, examples=(*SPECIAL, 319, 320, 321)),
     ("trace", "generate"): Recipe(trace_generate, examples=(*SPECIAL, 25, 26)),
 }

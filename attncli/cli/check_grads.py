@@ -48,10 +48,12 @@ def check_gradients(
     factor: float,
     factors: dict[str, float],
     atol: float | None,
+    keep: bool = False,
 ) -> Result:
     """``attn check --grad``: each gradient against the float64 backward pass, by the forward's rule."""
     from attncli.cli.inputs import output_gradient, read_inputs, to_layout
-    from attncli.core.check import check_grads
+    from attncli.cli.io import progress_bar
+    from attncli.core.check_grads import check_grads
 
     source = files[0]
     held, sources, files = read_gradients(files, reading)
@@ -73,9 +75,11 @@ def check_gradients(
         given = getattr(inputs.options, name[1:])
         if name in grads and given is not None and grads[name].size == given.size:
             grads[name] = grads[name].reshape(given.shape)
-    verdicts = check_grads(
-        grads, inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options, factors, atol
-    )
+    with progress_bar("check --grad") as progress:
+        verdicts = check_grads(
+            grads, inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options, factors, atol,
+            progress=progress, keep=keep,
+        )  # fmt: skip
     failed = [name for name, verdict in verdicts.items() if not verdict.passed]
     result = grads_result(source, inputs, verdicts, factor)
     if failed:
@@ -128,7 +132,7 @@ def grad_failure(name: str, verdict: Verdict, count: int) -> str:
     import math
 
     where = grad_position(name, verdict.worst)
-    worst = verdict.error[verdict.worst]
+    worst = verdict.worst_error
     others = f" ({count - 1} more {'gradient disagrees' if count == 2 else 'gradients disagree'})" if count > 1 else ""
     if not math.isfinite(worst):
         return f"{name} holds a non-finite value at {where}{others}"
@@ -192,5 +196,10 @@ def grads_result(name: str, inputs: Inputs, verdicts: dict[str, Verdict], factor
             )
         return stack(header, table)
 
-    matrices = {"error": Emitted(inputs.to_file_layout(verdicts["dq"].error), inputs.q.row_labels, inputs.q.col_labels)}
+    error = verdicts["dq"].error  # kept when a matrix format writes it
+    matrices = (
+        {}
+        if error is None
+        else {"error": Emitted(inputs.to_file_layout(error), inputs.q.row_labels, inputs.q.col_labels)}
+    )
     return Result(data, view, matrices)

@@ -23,14 +23,21 @@ def failure(verdict: Verdict) -> str:
     import math
 
     where = position(verdict.worst)
-    worst = verdict.error[verdict.worst]
+    worst = verdict.worst_error
+    sampled = "" if verdict.sample is None else f" ({rows_checked(verdict)}, seed {verdict.sample.seed})"
     if not math.isfinite(worst):
-        return f"holds a non-finite value at {where} (the reference is finite)"
+        return f"holds a non-finite value at {where} (the reference is finite){sampled}"
     return (
         f"disagrees with the reference: max |OUT - ref| = {worst:.3g} at {where} is more than the tolerance "
         f"{verdict.tolerance:.3g} ({verdict.factor:g} × baseline error {verdict.max_baseline_error:.3g} "
-        f"+ atol {verdict.atol:.3g})"
+        f"+ atol {verdict.atol:.3g}){sampled}"
     )
+
+
+def rows_checked(verdict: Verdict) -> str:
+    """'checked 1,024 of 131,072 rows per head'."""
+    checked = verdict.n_q if verdict.rows is None else len(verdict.rows)
+    return f"checked {checked:,} of {verdict.n_q:,} rows per head"
 
 
 OUTPUT_AXES = ("head", "query", "column")  # the last axes of an output [..., H, n_q, d_v]
@@ -48,14 +55,19 @@ def position(index: tuple[int, ...], axes: tuple[str, ...] = OUTPUT_AXES) -> str
 
 
 def check_result(name: str, inputs: Inputs, verdict: Verdict, options: AttentionOptions, precision: int) -> Result:
-    """JSON, the terminal view and the arrays of one check."""
+    """JSON, the terminal view and the arrays of one check (the arrays when the verdict kept them)."""
     from attncli.cli.describe import attention_data, call_of
+    from attncli.cli.inputs import layout_shape
     from attncli.cli.model_options import model_data, model_line
 
-    error = verdict.error
-    by_head = _by_head(error)  # [batches, heads, n_q, d_v]
-    heads = by_head.shape[1]
+    assert verdict.by_query is not None and verdict.baseline_by_query is not None
+    by_query = _by_head(verdict.by_query)  # [batches, heads, rows checked]
+    baseline_by_query = _by_head(verdict.baseline_by_query)
+    heads = by_query.shape[1]
     worst = verdict.worst
+    out_shape = verdict.by_query.shape[:-1] + (verdict.n_q, inputs.v.shape[-1])  # [..., H, n_q, d_v]
+    call = call_of(out_shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)
+    sample = verdict.sample
     data: dict[str, Any] = {
         "out": name,
         "passed": verdict.passed,
@@ -66,8 +78,8 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
         "worst": {
             "index": list(worst),
             "where": position(worst),
-            "out": json_number(verdict.out[worst]),
-            "reference": float(verdict.reference[worst]),
+            "out": json_number(verdict.worst_out),
+            "reference": verdict.worst_reference,
         },
         "baseline_error": json_number(verdict.max_baseline_error),
         "factor": verdict.factor,
@@ -75,20 +87,27 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
         "tolerance": verdict.tolerance,
         "rule": "max|OUT - ref| <= factor * max|baseline - ref| + atol",
         "per_head": {
-            "max_abs_error": json_array(by_head.max(axis=(-2, -1))),  # [batches, heads]
-            "baseline_error": json_array(_by_head(verdict.baseline_error).max(axis=(-2, -1))),
+            "max_abs_error": json_array(_head_max(by_query)),  # [batches, heads]
+            "baseline_error": json_array(_head_max(baseline_by_query)),
         },
-        "error_by_query": json_array(by_head.max(axis=-1)),  # [batches, heads, n_q]
-        "shape": list(inputs.to_file_layout(verdict.reference).shape),
+        "error_by_query": json_array(by_query),  # [batches, heads, rows checked]
+        "rows": {
+            "checked": verdict.n_q if verdict.rows is None else len(verdict.rows),
+            "of": verdict.n_q,
+            "index": None if verdict.rows is None else verdict.rows,  # the rows error_by_query is of (null: all)
+            "edges": None if sample is None else sample.edges,  # how many are block edges and band rows
+            "seed": None if sample is None else sample.seed,  # --seed repeats the random rest
+        },
+        "shape": list(layout_shape(out_shape, inputs.layout)),
         "layout": inputs.layout.value,
-        **attention_data(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
+        **attention_data(options, call),
         **model_data(inputs.flags),
     }
 
     def view() -> Any:
         from rich.text import Text
 
-        from attncli.cli.describe import call_of, settings_line
+        from attncli.cli.describe import settings_line
         from attncli.output.heatmap import ViewStyle
         from attncli.output.render import heatmap, stack
 
@@ -99,28 +118,32 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
             ": ",
             ("PASS" if ok else "FAIL", "bold green" if ok else "bold red"),
             f" ({verdict.dtype}, {'×'.join(map(str, data['shape']))}, {inputs.layout.value})\n",
-            settings_line(options, call_of(verdict.reference.shape[:-1] + inputs.q.shape[-1:], inputs.k.shape)),
+            settings_line(options, call),
             model_line(inputs.flags),
             "\n",
             f"max |OUT - ref| {verdict.max_error:.3g} at {data['worst']['where']} "
-            f"(OUT {float(verdict.out[worst]):.6g}, reference {data['worst']['reference']:.6g})\n",
+            f"(OUT {verdict.worst_out:.6g}, reference {verdict.worst_reference:.6g})\n",
             f"max relative error {verdict.max_relative_error:.3g} (of max |ref| {verdict.scale:.3g})\n",
             f"rule: max |OUT - ref| ≤ {verdict.factor:g} × max |baseline - ref| + atol = {verdict.factor:g} × "
             f"{verdict.max_baseline_error:.3g} + {verdict.atol:.3g} = {verdict.tolerance:.3g}\n",
-            (
-                "baseline: naive attention in float64 summed in another order (blocked kernel)"
-                if verdict.dtype == "float64"
-                else f"baseline: naive attention in {verdict.dtype}, inputs and every step rounded to it"
+            baseline_words(verdict),
+            *(
+                ()
+                if sample is None
+                else (
+                    f"\n{rows_checked(verdict)}: {sample.edges:,} block edges and band rows, "
+                    f"{len(sample.rows) - sample.edges:,} at random (--seed {sample.seed} checks the same rows)",
+                )
             ),
         )
-        rows = _row_labels(by_head.shape[0], heads)
-        grouped, columns = _query_columns(by_head.max(axis=-1).reshape(-1, by_head.shape[2]) / verdict.tolerance)
+        rows = _row_labels(by_query.shape[0], heads)
+        grouped, columns = _query_columns(by_query.reshape(-1, by_query.shape[2]) / verdict.tolerance, verdict.rows)
         return stack(
             header,
             head_table(
                 rows,
-                by_head.max(axis=(-2, -1)).reshape(-1),
-                _by_head(verdict.baseline_error).max(axis=(-2, -1)).reshape(-1),
+                _head_max(by_query).reshape(-1),
+                _head_max(baseline_by_query).reshape(-1),
                 verdict.tolerance,
             ),
             heatmap(
@@ -133,11 +156,29 @@ def check_result(name: str, inputs: Inputs, verdict: Verdict, options: Attention
             ),
         )
 
+    labels = inputs.q.row_labels
+    if labels and verdict.rows is not None:
+        labels = [labels[i] for i in verdict.rows]
     matrices = {
-        "error": Emitted(inputs.to_file_layout(error), inputs.q.row_labels, inputs.v.col_labels),
-        "reference": Emitted(inputs.to_file_layout(verdict.reference), inputs.q.row_labels, inputs.v.col_labels),
+        name: Emitted(inputs.to_file_layout(values), labels, inputs.v.col_labels)
+        for name, values in (("error", verdict.error), ("reference", verdict.reference))
+        if values is not None
     }
     return Result(data, view, matrices)
+
+
+def baseline_words(verdict: Verdict) -> str:
+    """What the baseline was, in the view's words."""
+    if verdict.dtype != "float64":
+        return f"baseline: naive attention in {verdict.dtype}, inputs and every step rounded to it"
+    if verdict.sample is not None:
+        return "baseline: naive attention in float64 summed in another order (keys last to first)"
+    return "baseline: naive attention in float64 summed in another order (blocked kernel)"
+
+
+def _head_max(by_query: np.ndarray) -> np.ndarray:
+    """[batches, heads, rows] -> [batches, heads]: the largest (NaN kept; 0 with no rows)."""
+    return by_query.max(axis=-1, initial=0.0)
 
 
 def json_number(x: Any) -> float | None:
@@ -160,10 +201,10 @@ def json_array(values: np.ndarray) -> Any:
 
 
 def _by_head(values: np.ndarray) -> np.ndarray:
-    """[..., H, n_q, d] -> [batches, H, n_q, d] (a matrix is one batch of one head)."""
-    if values.ndim == 2:
+    """[..., H, rows] -> [batches, H, rows] (a matrix's rows are one batch of one head)."""
+    if values.ndim == 1:
         return values[None, None]
-    return values.reshape(-1, *values.shape[-3:])
+    return values.reshape(-1, *values.shape[-2:])
 
 
 def _row_labels(batches: int, heads: int) -> list[str]:
@@ -172,16 +213,18 @@ def _row_labels(batches: int, heads: int) -> list[str]:
     return [f"batch {b} head {h}" for b in range(batches) for h in range(heads)]
 
 
-def _query_columns(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
-    """[rows, n_q] -> at most QUERY_COLUMNS columns (the max of each group of queries) and their labels."""
+def _query_columns(values: np.ndarray, rows: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+    """[rows, queries checked] -> at most QUERY_COLUMNS columns (the max of each group of
+    queries) and their labels, by the queries' numbers (``rows``: those checked; None: all)."""
     import numpy as np
 
-    n_q = values.shape[1]
-    if n_q <= QUERY_COLUMNS:
-        return values, [f"q{i}" for i in range(n_q)]
-    edges = np.linspace(0, n_q, QUERY_COLUMNS + 1).astype(int)
+    n = values.shape[1]
+    number = (lambda i: i) if rows is None else (lambda i: int(rows[i]))
+    if n <= QUERY_COLUMNS:
+        return values, [f"q{number(i)}" for i in range(n)]
+    edges = np.linspace(0, n, QUERY_COLUMNS + 1).astype(int)
     grouped = np.stack([values[:, a:b].max(axis=1) for a, b in zip(edges[:-1], edges[1:], strict=True)], axis=1)
-    return grouped, [f"q{a}-{b - 1}" for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    return grouped, [f"q{number(a)}-{number(b - 1)}" for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
 def head_table(rows: list[str], errors: np.ndarray, baseline: np.ndarray, tolerance: float) -> Any:

@@ -9,6 +9,8 @@ blocking.py   how the kernel cuts its work: block sizes, window stacks, costlies
 parallel.py   the thread pool over blocks; BLAS held to attn's threads
 grad.py       the backward pass: attention_grad() -> Grads (dQ, dK, dV, dsinks, dbias)
 grad_blocks.py  the backward in blocks, as FlashAttention-2 does it
+check.py      attn check's rule, part by part and block by block (parts.py, baseline.py, sample.py);
+              check_grads.py the same for gradients
 api.py        attention(), attention_steps(), attention_blocked()
 multihead.py  projections, heads, multi-head attention
 arrays.py     small shared helpers (shapes as text, dtypes, unit rows, sums back to a shape)

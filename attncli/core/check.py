@@ -2,69 +2,92 @@
 
     passes  ⇔  max|OUT − ref| ≤ factor · max|baseline − ref| + atol
 
-``ref`` is the reference in float64. ``baseline`` is what a naive kernel
-working in OUT's dtype gets: the inputs rounded to that dtype and every step
-(RoPE, scores, scaled scores, logits, weights, output) rounded to it, with
-products summed in float32 as GPU tensor cores and PyTorch's CPU kernels do.
-A correct low-precision kernel should be about as close to the truth as that
-baseline; ``atol`` (default: two units in the last place of OUT's dtype at the
-output's largest magnitude) covers a baseline that happens to be exact.
+``ref`` is the reference in float64 (attn's blocked kernel). ``baseline`` is
+what a naive kernel working in OUT's dtype gets: the inputs rounded to that
+dtype and every step (RoPE, scores, scaled scores, logits, weights, output)
+rounded to it, with products summed in float32 as GPU tensor cores and
+PyTorch's CPU kernels do; where a fused kernel and a step-by-step one round
+differently (RoPE, a soft-cap), the larger of their errors, cell by cell
+(``core/baseline.py``). A correct low-precision kernel should be about as
+close to the truth as that baseline; ``atol`` (default: two units in the last
+place of OUT's dtype at the output's largest magnitude) covers a baseline
+that happens to be exact.
 
 In float64 a naive kernel *is* the reference, so its error would be 0 and
-any other summation order would fail; there the baseline is the blocked
-kernel (online softmax over blocks of 64 keys), whose sums run in another
-order, as another correct float64 kernel's would.
+any other summation order would fail; there the reference is the equation
+row by row and the baseline the blocked kernel (online softmax over blocks of
+64 keys), whose sums run in another order, as another correct float64
+kernel's would (with ``rows``: the equation with the keys summed last to
+first).
+
+Nothing the size of heads × n_q × n_k is ever held: the problem goes by
+parts (batch × K/V heads, ``core/parts.py``) and each part by blocks of
+query rows, compared as they come. ``rows`` checks a sample of the query
+rows of every (batch, head) (``core/sample.py``) rather than all of them.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from attncli.core.arrays import is_bfloat16, shape_text
+from attncli.core.baseline import Baseline, Rows, equation, fused, rounding, rounds_differently, step_by_step
 from attncli.core.kernel import blocked
-from attncli.core.logits import combine, prepare, scores
 from attncli.core.options import AttentionOptions
-from attncli.core.reference import reference, softmax
+from attncli.core.parallel import map_blocks
+from attncli.core.parts import Layout, Part, parts, validate
+from attncli.core.sample import Sample, sample_rows
 from attncli.errors import AttnError, ShapeError
+
+__all__ = ["ULPS", "Verdict", "check", "check_baseline", "naive", "rounding", "ulp"]
 
 ULPS = 2.0  # the default atol, in units in the last place of OUT's dtype at max|ref|
 FLOAT64_KEY_BLOCK = 64  # the float64 baseline's key blocks
+PART_BYTES = 64 << 20  # a part's Q, K, V in float64, at most (one K/V head at least)
+# A block's rows × keys × heads, at most (one row at least): 2 MiB of float32, which its dozen
+# passes (roundings, the softmax) run through in the cache; 1 << 20 took 1.3× the time, 1 << 18
+# about the same ([1, 1, 8192, 64] causal float16, one thread).
+BLOCK_CELLS = 1 << 19
+
+Progress = Callable[[int, int], None]
 
 
 @dataclass
 class Verdict:
-    """The figures of one check; arrays are [..., H, n_q, d_v] like the output."""
+    """The figures of one check. Indices are of an array [..., H, n_q, d_v] like the output."""
 
     dtype: str  # OUT's dtype
-    out: np.ndarray  # OUT, float64
-    error: np.ndarray  # |OUT − ref|, float64
-    baseline_error: np.ndarray  # |baseline − ref|, float64
-    reference: np.ndarray  # the float64 reference output
+    max_error: float  # max |OUT − ref| (NaN when OUT holds NaN)
+    max_baseline_error: float  # max |baseline − ref|
+    scale: float  # max |ref|: what relative errors are relative to
+    worst: tuple[int, ...]  # the index of the largest error (a NaN counts as the largest)
+    worst_out: float  # OUT there
+    worst_reference: float  # the reference there
+    finite: bool  # every |OUT − ref| finite
     factor: float
     atol: float
-
-    @property
-    def max_error(self) -> float:
-        return float(self.error.max()) if self.error.size else 0.0
-
-    @property
-    def max_baseline_error(self) -> float:
-        return float(self.baseline_error.max()) if self.baseline_error.size else 0.0
-
-    @property
-    def scale(self) -> float:
-        """max|ref|: what relative errors are relative to."""
-        return float(np.abs(self.reference).max()) if self.reference.size else 0.0
+    # The output's figures, by (batch, head) and query row checked: [..., H, rows] (None for gradients)
+    by_query: np.ndarray | None = None  # max |OUT − ref| over the columns
+    baseline_by_query: np.ndarray | None = None  # max |baseline − ref| over the columns
+    rows: np.ndarray | None = None  # the query rows checked ([rows]); None: every row
+    n_q: int = 0  # the output's query rows
+    sample: Sample | None = None  # how the rows were chosen (--rows)
+    error: np.ndarray | None = field(default=None, repr=False)  # |OUT − ref| whole, when kept
+    reference: np.ndarray | None = field(default=None, repr=False)  # the reference whole, when kept
 
     @property
     def max_relative_error(self) -> float:
         """max|OUT − ref| / max|ref| (0 when the reference is all zeros and so is the error)."""
-        scale = self.scale
-        return self.max_error / scale if scale else (0.0 if self.max_error == 0 else math.inf)
+        return self.max_error / self.scale if self.scale else (0.0 if self.max_error == 0 else math.inf)
+
+    @property
+    def worst_error(self) -> float:
+        """|OUT − ref| at the worst index (NaN there when OUT is NaN)."""
+        return abs(self.worst_out - self.worst_reference)
 
     @property
     def tolerance(self) -> float:
@@ -72,14 +95,48 @@ class Verdict:
 
     @property
     def passed(self) -> bool:
-        return bool(np.isfinite(self.error).all()) and self.max_error <= self.tolerance
+        return self.finite and self.max_error <= self.tolerance
 
-    @property
-    def worst(self) -> tuple[int, ...]:
-        """The index of the largest error (a NaN counts as the largest)."""
-        bad = np.isnan(self.error)
-        flat = int(np.argmax(bad)) if bad.any() else int(np.argmax(self.error))
-        return tuple(int(i) for i in np.unravel_index(flat, self.error.shape))
+    @classmethod
+    def of(
+        cls,
+        dtype: str,
+        got: np.ndarray,
+        error: np.ndarray,
+        baseline_error: np.ndarray,
+        reference: np.ndarray,
+        factor: float,
+        atol: float,
+    ) -> Verdict:
+        """The figures of whole arrays (a gradient and its reference)."""
+        worst = _first_worst(error)
+        return cls(
+            dtype,
+            _largest(error),
+            _largest(baseline_error),
+            float(np.abs(reference).max()) if reference.size else 0.0,
+            worst,
+            float(got[worst]) if got.size else 0.0,
+            float(reference[worst]) if reference.size else 0.0,
+            bool(np.isfinite(error).all()),
+            factor,
+            atol,
+            error=error,
+            reference=reference,
+        )
+
+
+def _largest(x: np.ndarray) -> float:
+    return float(x.max()) if x.size else 0.0
+
+
+def _first_worst(error: np.ndarray) -> tuple[int, ...]:
+    """The index of the first NaN, else of the first largest value (0s for an empty array)."""
+    if not error.size:
+        return (0,) * error.ndim
+    bad = np.isnan(error)
+    flat = int(np.argmax(bad)) if bad.any() else int(np.argmax(error))
+    return tuple(int(i) for i in np.unravel_index(flat, error.shape))
 
 
 def check(
@@ -90,63 +147,224 @@ def check(
     options: AttentionOptions,
     factor: float = 2.0,
     atol: float | None = None,
+    *,
+    rows: int | None = None,
+    seed: int | None = None,
+    keep: bool = False,
+    progress: Progress | None = None,
 ) -> Verdict:
     """Compare a kernel's output [..., H_q, n_q, d_v] with the float64 reference
-    and the naive baseline in OUT's dtype (see the module's docstring)."""
-    q64, k64, v64 = (np.asarray(m).astype(np.float64) for m in (q, k, v))
-    ref = reference(q64, k64, v64, options).output
-    if tuple(out.shape) != ref.shape:
+    and the naive baseline in OUT's dtype (see the module's docstring).
+
+    ``rows``: check that many query rows of every (batch, head), chosen by
+    ``sample.sample_rows`` (with ``seed``). ``keep``: keep |OUT − ref| and the
+    reference whole ([..., H_q, rows, d_v]) in the verdict. ``progress(done, total)``
+    is called as the work goes, from the calling thread."""
+    layout = validate(q, k, v, options)
+    n_q, n_k, d_v = q.shape[-2], k.shape[-2], v.shape[-1]
+    expected = layout.lead + (n_q, d_v)
+    if tuple(out.shape) != expected:
         raise ShapeError(
-            f"OUT is {shape_text(tuple(out.shape))} but the output of Q, K and V is {shape_text(ref)}",
+            f"OUT is {shape_text(tuple(out.shape))} but the output of Q, K and V is {shape_text(expected)}",
             hint="the same inputs, options and layout as the kernel's",
         )
     dtype = np.asarray(out).dtype
-    if dtype == np.float64:
-        base = blocked(q64, k64, v64, options, query_block=64, key_block=FLOAT64_KEY_BLOCK, workers=1)
-    else:
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # an overflow: check_baseline's
-            base = naive(q, k, v, options, dtype)
-    out64 = np.asarray(out).astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
-        error = np.abs(out64 - ref)  # NaN where OUT is NaN
-        baseline_error = np.abs(base.astype(np.float64) - ref)
+    sample = None if rows is None else sample_rows(n_q, n_k, rows, options.causal, options.window, seed)
+    figures = _Figures(layout.lead, n_q if sample is None else len(sample.rows), d_v, keep)
+    work = list(parts(q, k, v, options, layout, PART_BYTES))
+    ticks = _Ticks(progress, 2 * len(work) * figures.n_rows)
+    for part in work:
+        _check_part(out, part, dtype, sample, figures, ticks)
     if atol is None:
-        atol = ULPS * ulp(float(np.abs(ref).max()) if ref.size else 0.0, dtype)
-    check_baseline(baseline_error, dtype, factor)
-    return Verdict(dtype.name, out64, error, baseline_error, ref, factor, atol)
+        atol = ULPS * ulp(figures.scale, dtype)
+    if factor and not figures.baseline_finite:
+        raise check_failure(dtype)
+    return figures.verdict(out, dtype, factor, atol, n_q, sample)
 
 
 def check_baseline(baseline_error: np.ndarray, dtype: np.dtype, factor: float, what: str = "the output") -> None:
     """A baseline that overflows ``dtype`` gives the rule no tolerance: say so, never pass or fail on NaN."""
     if factor and not np.isfinite(baseline_error).all():
-        raise AttnError(
-            f"the naive {dtype.name} baseline overflows on these inputs, so the rule has no tolerance for {what}",
-            hint="scale Q or K down, or give one: --factor 0 --atol A",
+        raise check_failure(dtype, what)
+
+
+def check_failure(dtype: np.dtype, what: str = "the output") -> AttnError:
+    return AttnError(
+        f"the naive {dtype.name} baseline overflows on these inputs, so the rule has no tolerance for {what}",
+        hint="scale Q or K down, or give one: --factor 0 --atol A",
+    )
+
+
+def _check_part(
+    out: np.ndarray, part: Part, dtype: np.dtype, sample: Sample | None, figures: _Figures, ticks: _Ticks
+) -> None:
+    """One part: its reference and baselines, block by block of query rows, into ``figures``."""
+    n_q, n_k = part.q.shape[-2], part.k.shape[-2]
+    got = out[part.where] if part.where else out  # [h, n_q, d_v]
+    whole: np.ndarray | None = None  # the reference (or float64's baseline) of every row of the part
+    reference: Baseline | None = None  # the reference row by row (float64 OUT, or --rows)
+    baselines: list[Baseline] = []
+    q64, k64, v64 = (np.asarray(m, dtype=np.float64) for m in (part.q, part.k, part.v))
+    if sample is not None:
+        ticks.skip(figures.n_rows)
+    if dtype == np.float64:
+        reference = equation(q64, k64, v64, part.options)
+        if sample is None:
+            whole = blocked(
+                q64, k64, v64, part.options, query_block=64, key_block=FLOAT64_KEY_BLOCK, workers=1,
+                progress=ticks.share(n_q),
+            )  # fmt: skip
+        else:
+            baselines.append(equation(q64, k64, v64, part.options, reversed_keys=True))
+    else:
+        if sample is None:
+            whole = blocked(q64, k64, v64, part.options, progress=ticks.share(n_q))
+        else:
+            reference = equation(q64, k64, v64, part.options)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # an overflow: the baseline check's
+            baselines.append(fused(part.q, part.k, part.v, part.options, dtype))
+            if rounds_differently(part.options, dtype):
+                baselines.append(step_by_step(part.q, part.k, part.v, part.options, dtype))
+    del q64, k64, v64
+    chosen = None if sample is None else sample.rows
+    blocks = [
+        (Rows.span(at.start, at.stop) if chosen is None else Rows.chosen(chosen[at]), at)
+        for at in _blocks(n_q if chosen is None else len(chosen), max(1, BLOCK_CELLS // max(1, part.heads * n_k)))
+    ]
+    progress = ticks.share(figures.n_rows)
+    if not blocks:
+        return
+
+    def run(block: tuple[Rows, slice]) -> None:
+        rows, at = block
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            if reference is not None:
+                ref = reference.rows(rows)
+                other = None if whole is None else whole[..., rows.index, :]
+            else:
+                assert whole is not None
+                ref, other = whole[..., rows.index, :], None
+            base_error = None if other is None else np.abs(other.astype(np.float64) - ref)
+            for baseline in baselines:
+                err = np.abs(baseline.rows(rows).astype(np.float64) - ref)
+                base_error = err if base_error is None else np.maximum(base_error, err)  # NaN stays
+            got_rows = np.asarray(got[..., rows.index, :]).astype(np.float64)
+            error = np.abs(got_rows - ref)  # NaN where OUT is NaN
+        assert base_error is not None
+        figures.add(part.where, at, error, base_error, ref)
+
+    map_blocks(run, blocks, None, progress)
+
+
+def _blocks(n: int, size: int) -> list[slice]:
+    """0..n in blocks of ``size``, none of one row unless n is 1: numpy multiplies a row
+    by a matrix with BLAS's gemv, which sums in another order than gemm (a last block
+    of one row joins the one before, so that every row's numbers are the whole's)."""
+    starts = list(range(0, n, size))
+    if len(starts) > 1 and n - starts[-1] == 1:
+        starts.pop()
+    return [slice(a, b) for a, b in zip(starts, [*starts[1:], n], strict=True)]
+
+
+class _Ticks:
+    """Progress in query rows: each part's reference (when worked out whole) and then its blocks."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, max(1, total), 0
+
+    def share(self, rows: int) -> Progress | None:
+        """A progress(done, total) that moves ``rows`` of the whole over its own total."""
+        if self.progress is None:
+            self.done += rows
+            return None
+        start = self.done
+        self.done += rows
+
+        def tick(done: int, total: int) -> None:
+            assert self.progress is not None
+            self.progress(min(self.total, start + rows * done // max(1, total)), self.total)
+
+        return tick
+
+    def skip(self, rows: int) -> None:
+        """``rows`` of the whole done at once (a reference that goes with the blocks)."""
+        self.done += rows
+        if self.progress is not None:
+            self.progress(min(self.done, self.total), self.total)
+
+
+class _Figures:
+    """What the comparison keeps as blocks come in: per (…, head, row) maxima over the
+    columns, where in the row they are, and the reference there."""
+
+    def __init__(self, lead: tuple[int, ...], n_rows: int, d_v: int, keep: bool) -> None:
+        shape = lead + (n_rows,)
+        self.n_rows = n_rows
+        self.error = np.zeros(shape)  # [..., H, rows] max |OUT − ref| over the columns
+        self.baseline = np.zeros(shape)  # [..., H, rows] max |baseline − ref|
+        self.column = np.zeros(shape, dtype=np.int64)  # [..., H, rows] the column of that error (first NaN first)
+        self.at_column = np.zeros(shape)  # [..., H, rows] the reference there
+        self.scales = np.zeros(shape)  # [..., H, rows] max |ref| over the columns
+        self.kept = (np.zeros(shape + (d_v,)), np.zeros(shape + (d_v,))) if keep else None
+
+    def add(self, where: tuple, at: slice, error: np.ndarray, base_error: np.ndarray, ref: np.ndarray) -> None:
+        """A block's |OUT − ref|, |baseline − ref| and ref, [h, r, d_v] (or [r, d_v]), for rows ``at``."""
+        cells = (*where, at)
+        if error.shape[-1] == 0:
+            return
+        nan = np.isnan(error)
+        column = np.where(nan.any(axis=-1), np.argmax(nan, axis=-1), np.argmax(error, axis=-1))  # [h, r]
+        self.error[cells] = error.max(axis=-1)
+        self.baseline[cells] = base_error.max(axis=-1)
+        self.column[cells] = column
+        self.at_column[cells] = np.take_along_axis(ref, column[..., None], axis=-1)[..., 0]
+        self.scales[cells] = np.abs(ref).max(axis=-1)
+        if self.kept is not None:
+            self.kept[0][cells] = error
+            self.kept[1][cells] = ref
+
+    @property
+    def scale(self) -> float:
+        return float(self.scales.max()) if self.scales.size else 0.0
+
+    @property
+    def baseline_finite(self) -> bool:
+        return bool(np.isfinite(self.baseline).all())
+
+    def verdict(
+        self, out: np.ndarray, dtype: np.dtype, factor: float, atol: float, n_q: int, sample: Sample | None
+    ) -> Verdict:
+        at = _first_worst(self.error)  # (..., head, row checked)
+        row = at[-1] if sample is None or not self.error.size else int(sample.rows[at[-1]])
+        worst = (*at[:-1], row, int(self.column[at]) if self.error.size else 0)
+        got = float(np.asarray(out[worst])) if np.asarray(out).size else 0.0
+        return Verdict(
+            dtype.name,
+            _largest(self.error),
+            _largest(self.baseline),
+            self.scale,
+            worst,
+            got,
+            float(self.at_column[at]) if self.error.size else 0.0,
+            bool(np.isfinite(self.error).all()),
+            factor,
+            atol,
+            by_query=self.error,
+            baseline_by_query=self.baseline,
+            rows=None if sample is None else sample.rows,
+            n_q=n_q,
+            sample=sample,
+            error=None if self.kept is None else self.kept[0],
+            reference=None if self.kept is None else self.kept[1],
         )
 
 
 def naive(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, dtype: np.dtype) -> np.ndarray:
-    """Attention as a naive kernel in ``dtype`` computes it: inputs and every
-    intermediate rounded to ``dtype``; sums of products in float32 (float64 for
-    float64). -> [..., H_q, n_q, d_v] in float32 (float64)."""
-    rounded = rounding(dtype)
-    p = prepare(rounded(q), rounded(k), rounded(v), options)  # RoPE in the working dtype...
-    p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # ...then rounded, as a kernel stores it
-    qk = rounded(scores(p))  # [..., n_q, n_k]
-    logits, _ = combine(rounded(qk * p.factor), p)  # soft-cap, bias, ALiBi, masks in the working dtype
-    weights = rounded(softmax(rounded(logits), sink=p.sinks))  # softmax accumulates in the working dtype
-    return p.ungroup(rounded(weights @ p.v))  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v]
-
-
-def rounding(dtype: np.dtype) -> Callable[[np.ndarray], np.ndarray]:
-    """x -> x rounded to ``dtype`` and held in the working dtype (float32, or float64 for float64)."""
-    work = np.float64 if dtype == np.float64 else np.float32
-
-    def rounded(x: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore", invalid="ignore"):
-            return np.asarray(x).astype(dtype).astype(work)
-
-    return rounded
+    """Attention as a naive fused kernel in ``dtype`` computes it, whole: inputs and
+    every intermediate rounded to ``dtype``; sums of products in float32 (float64
+    for float64). -> [..., H_q, n_q, d_v] in float32 (float64). For small inputs."""
+    baseline = fused(q, k, v, options, np.dtype(dtype))
+    return baseline.rows(Rows.span(0, baseline.problem.n_q))
 
 
 def ulp(x: float, dtype: np.dtype) -> float:
@@ -161,67 +379,11 @@ def ulp(x: float, dtype: np.dtype) -> float:
     return 2.0 ** (math.floor(math.log2(x)) - int(info.nmant))
 
 
-# ---------------------------------------------------------------- the backward pass
-
-# Each gradient's default factor: FlashAttention's tests allow each of dQ, dK and dV
-# 2× the error of a PyTorch implementation in the same dtype (atol aside), as the
-# forward rule does. PyTorch's SDPA tests allow more in low precision (160 for dQ,
-# 25 for dK, 8 for dV); pass larger factors to follow them.
-GRAD_FACTORS = {"dq": 2.0, "dk": 2.0, "dv": 2.0, "dsinks": 2.0, "dbias": 2.0}
-FLOAT64_GRAD_BLOCK = 16  # the float64 baseline's query and key blocks (the blocked backward)
-FLOAT64_GRAD_ULPS = 16.0  # and its atol, in ulps: measured, PyTorch's float64 backward needs up to 8 past 2 × baseline
-
-
-def check_grads(
-    grads: dict[str, np.ndarray],
-    q: np.ndarray,
-    k: np.ndarray,
-    v: np.ndarray,
-    dout: np.ndarray,
-    options: AttentionOptions,
-    factors: dict[str, float] | None = None,
-    atol: float | None = None,
-) -> dict[str, Verdict]:
-    """Each gradient a kernel computed (``dq``, ``dk``, ``dv``, and ``dsinks``,
-    ``dbias`` when given) against ``attention_grad``'s float64 reference, by
-    the forward's rule: max|G − ref| ≤ factor · max|baseline − ref| + atol, the
-    baseline the same closed form in G's dtype with every step rounded to it.
-    In float64 that baseline would be the reference itself, so there, as the
-    forward check does, it is the same backward summed in another order: the
-    blocked backward (FlashAttention's) in blocks of FLOAT64_GRAD_BLOCK queries
-    and keys, as another correct float64 kernel's sums would run.
-    -> a Verdict per gradient, by name."""
-    from attncli.core.grad import attention_grad, backward
-
-    factors = {**GRAD_FACTORS, **(factors or {})}
-    ref = attention_grad(q, k, v, dout, options).named()
-    other_order: dict[str, np.ndarray] = {}  # the float64 baseline, computed once if a gradient is float64
-    verdicts = {}
-    for name, got in grads.items():
-        if name not in ref:
-            raise ShapeError(
-                f"{name} is given but there is no {name} to compare it with", hint="dsinks needs sinks and dbias a bias"
-            )
-        want = ref[name]
-        if tuple(got.shape) != want.shape:
-            raise ShapeError(
-                f"{name} is {shape_text(tuple(got.shape))} but the reference {name} is {shape_text(want)}",
-                hint="the same inputs, options and layout as the kernel's",
-            )
-        dtype = np.asarray(got).dtype
-        if dtype == np.float64:
-            other_order = other_order or attention_grad(q, k, v, dout, options, block=FLOAT64_GRAD_BLOCK).named()
-            base = other_order[name]
-        else:
-            rounded = rounding(dtype)
-            with np.errstate(over="ignore", invalid="ignore", divide="ignore"):  # an overflow: check_baseline's
-                base = backward(rounded(q), rounded(k), rounded(v), rounded(dout), options, rounded).named()[name]
-        got64 = np.asarray(got).astype(np.float64)
-        with np.errstate(invalid="ignore", over="ignore"):
-            error = np.abs(got64 - want)
-            baseline_error = np.abs(np.asarray(base, dtype=np.float64) - want)
-        ulps = FLOAT64_GRAD_ULPS if dtype == np.float64 else ULPS
-        tol = ulps * ulp(float(np.abs(want).max()) if want.size else 0.0, dtype) if atol is None else atol
-        check_baseline(baseline_error, dtype, factors[name], name)
-        verdicts[name] = Verdict(dtype.name, got64, error, baseline_error, want, factors[name], tol)
-    return verdicts
+def parts_of(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, whole_groups: bool = False
+) -> tuple[Layout, list[Part]]:
+    """The parts a check goes by (for the gradient check); ``whole_groups``: with GQA,
+    every K/V head of a batch entry in one part."""
+    layout = validate(q, k, v, options)
+    most = PART_BYTES if not whole_groups or layout.group == 1 else 1 << 62
+    return layout, list(parts(q, k, v, options, layout, most))

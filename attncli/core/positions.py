@@ -158,13 +158,18 @@ def rope_length(n_q: int, n_k: int, rope: Rope) -> int:
     return max(n_k, offset + n_q)
 
 
-def rotate_qk(q: np.ndarray, k: np.ndarray, rope: Rope) -> tuple[np.ndarray, np.ndarray]:
+def rotate_qk(
+    q: np.ndarray, k: np.ndarray, rope: Rope, rounded: Callable[[np.ndarray], np.ndarray] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Q [..., n_q, d] and K [..., n_k, d] rotated by their positions (queries at
     offset + i, keys at j), both with the frequencies of one sequence length
-    (``rope_length``)."""
+    (``rope_length``); ``rounded``: see ``rotate``."""
     n_q, n_k = q.shape[-2], k.shape[-2]
     length = rope_length(n_q, n_k, rope)
-    return rotate(q, query_positions(n_q, n_k, rope), rope, length), rotate(k, np.arange(n_k), rope, length)
+    return (
+        rotate(q, query_positions(n_q, n_k, rope), rope, length, rounded),
+        rotate(k, np.arange(n_k), rope, length, rounded),
+    )
 
 
 def rotate_back(dq: np.ndarray, dk: np.ndarray, rope: Rope) -> tuple[np.ndarray, np.ndarray]:
@@ -177,7 +182,13 @@ def rotate_back(dq: np.ndarray, dk: np.ndarray, rope: Rope) -> tuple[np.ndarray,
     return rotate(dq, -query_positions(n_q, n_k, rope), rope, length), rotate(dk, -np.arange(n_k), rope, length)
 
 
-def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope, length: int | None = None) -> np.ndarray:
+def rotate(
+    x: np.ndarray,
+    positions: np.ndarray,
+    rope: Rope,
+    length: int | None = None,
+    rounded: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> np.ndarray:
     """x [..., n, d] rotated by the positions [n]: a new array in x's dtype.
 
     neox: x1 = x[:dim/2], x2 = x[dim/2:dim] -> (x1 cos − x2 sin, x2 cos + x1 sin),
@@ -195,6 +206,10 @@ def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope, length: int | None 
     it may be left out only when they do not depend on it (no scaling, or
     linear, llama3, yarn). Q and K are rotated together by ``rotate_qk`` and
     their gradients turned back by ``rotate_back``, which pass it.
+
+    ``rounded``: cos, sin and every product and sum rounded by it, as Hugging
+    Face's eager attention rounds them in a low-precision dtype (``attn
+    check``'s step-by-step baseline).
     """
     d = x.shape[-1]
     dim = rope.dim or d
@@ -214,6 +229,11 @@ def rotate(x: np.ndarray, positions: np.ndarray, rope: Rope, length: int | None 
     else:
         first, second = slice(start, start + dim, 2), slice(start + 1, start + dim, 2)  # the pairs (2i, 2i + 1)
     x1, x2 = x[..., first], x[..., second]  # [..., n, dim / 2] each
+    if rounded is not None:
+        cos, sin = rounded(cos), rounded(sin)
+        out[..., first] = rounded(rounded(x1 * cos) - rounded(x2 * sin))
+        out[..., second] = rounded(rounded(x2 * cos) + rounded(x1 * sin))
+        return out
     out[..., first] = x1 * cos - x2 * sin
     out[..., second] = x2 * cos + x1 * sin
     return out

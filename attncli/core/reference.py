@@ -36,27 +36,43 @@ class Steps:
     rotated: tuple[np.ndarray, np.ndarray] | None = None
 
 
-def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None) -> np.ndarray:
+def softmax(x: np.ndarray, axis: int = -1, sink: np.ndarray | None = None, keys: slice | None = None) -> np.ndarray:
     """Stable softmax along ``axis``; a row that is all −inf gives all zeros.
 
     ``sink`` (broadcasting to x with ``axis`` of length 1): one more logit per
     row that joins the denominator and is dropped afterwards (gpt-oss's
     attention sinks), so each row sums to less than 1.
+
+    ``keys`` (the last axis only): the caller knows every logit outside these
+    is −∞ (keys no query of the block may see): the max, exp and division run
+    on these alone, the sum still over the whole row, so that it adds the same
+    numbers in the same order as without ``keys`` (the same result, bit for bit).
     """
     # [..., n] -> [..., n]
     x = np.asarray(x)
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
-    peak = np.max(x, axis=axis, keepdims=True)
+    seen = x if keys is None else x[..., keys]
+    if keys is not None and axis not in (-1, x.ndim - 1):
+        raise ValueError("softmax: keys cut the last axis")
+    peak = np.max(seen, axis=axis, keepdims=True, initial=-np.inf)
     if sink is not None:
         peak = np.maximum(peak, sink)
     peak = np.where(np.isfinite(peak), peak, 0)  # all −inf row: exp(−inf) = 0 below
     with np.errstate(over="ignore"):  # −1e308 − 1e308 = −inf: its weight is 0, as it should be
-        e = np.exp(x - peak)
+        if keys is None:
+            e = np.exp(x - peak)
+        else:
+            e = np.zeros_like(x)
+            e[..., keys] = np.exp(seen - peak)
     total = np.sum(e, axis=axis, keepdims=True)
     if sink is not None:
         total = total + np.exp(sink - peak)  # the sink's share of the denominator; it has no value
-    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    if keys is None:
+        return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+    out = np.zeros_like(e)
+    np.divide(e[..., keys], total, out=out[..., keys], where=total > 0)
+    return out
 
 
 @on_attn_threads  # BLAS on no more threads than attn decides (parallel.py)

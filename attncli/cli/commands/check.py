@@ -37,6 +37,8 @@ Examples:
   attn check --grad grads.npz q.npy k.npy v.npy --dout dout.npy --causal   # dq, dk, dv (dsinks, dbias)
   attn check --grad grads.npz case.npz --grad-factor dq=160 --grad-factor dk=25
   attn check --grad dq.npy dk.npy dv.npy q.npy k.npy v.npy --dout dout.npy
+  attn check out.npy q.npy k.npy v.npy --causal --rows 1024              # 1,024 rows a head, for long inputs
+  attn check out.npy q.npy k.npy v.npy --causal --rows 1024 --seed 7     # the same rows again
 """
 
 
@@ -110,6 +112,29 @@ def check(
             help="With --grad: one gradient's factor, e.g. dq=160 (PyTorch's SDPA tests); default --factor for each.",
         ),
     ] = None,
+    rows: Annotated[
+        int | None,
+        typer.Option(
+            "--rows",
+            metavar="K",
+            min=1,
+            show_default=False,
+            help="Check K query rows of every (batch, head) rather than all: the first and last row of every "
+            "block of 256 queries, the rows where the causal or window band meets a block edge, and the rest "
+            "at random (the seed is printed). For very long inputs.",
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            metavar="S",
+            min=0,
+            max=2**32 - 1,
+            show_default=False,
+            help="With --rows: the seed of the random rows (a check's output names its seed), to check the same rows.",
+        ),
+    ] = None,
 ) -> Result:
     """Check a kernel's attention output against attn's float64 reference.
 
@@ -122,8 +147,9 @@ def check(
     """
     import math
 
+    from attncli.cli.emit import MATRIX_FORMATS, choose_format
     from attncli.cli.inputs import read_inputs, to_layout
-    from attncli.cli.io import open_input
+    from attncli.cli.io import open_input, progress_bar
     from attncli.core.check import check as compare
     from attncli.readers import read_matrix
 
@@ -137,9 +163,14 @@ def check(
     for name, value in (("--factor", factor), ("--atol", atol)):
         if value is not None and not (math.isfinite(value) and value >= 0):
             raise UsageError(f"{name} must be a finite number ≥ 0, got {value}")
+    if seed is not None and rows is None:
+        raise UsageError("--seed chooses the random rows of --rows", hint="add --rows K")
+    if grad and rows is not None:
+        raise UsageError("--rows checks rows of the output, not gradients", hint="leave out --rows or --grad")
+    keep = choose_format(out.fmt) in MATRIX_FORMATS  # |OUT - ref| (or the reference) written whole
     if grad:
         return check_gradients(
-            files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor), atol
+            files, attention, reading, layout, dout, factor, grad_factors(grad_factor or [], factor), atol, keep
         )
     if dout is not None or grad_factor:
         raise UsageError(
@@ -151,7 +182,11 @@ def check(
     options = inputs.options
     out_values = to_layout(kernel_out.values, layout)
     check_shape(out_values, inputs)
-    verdict = compare(out_values, inputs.q.values, inputs.k.values, inputs.v.values, options, factor, atol)
+    with progress_bar("check") as progress:
+        verdict = compare(
+            out_values, inputs.q.values, inputs.k.values, inputs.v.values, options, factor, atol,
+            rows=rows, seed=seed, keep=keep, progress=progress,
+        )  # fmt: skip
     result = check_result(out_source.name, inputs, verdict, options, precision)
     if not verdict.passed:
         result.failure = CheckFailed(failure(verdict), source=out_source.name)
