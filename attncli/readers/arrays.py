@@ -18,6 +18,7 @@ from typing import Any, BinaryIO
 
 from attncli.errors import AttnError
 from attncli.readers.base import (
+    NPY_MAGIC,
     NUMBERS,
     Bundle,
     Input,
@@ -31,9 +32,6 @@ from attncli.readers.base import (
 )
 from attncli.readers.limits import check_fits_in_memory
 from attncli.text import clip
-
-NPY_MAGIC = b"\x93NUMPY"
-NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive; the second is an empty one
 
 
 def read_npy(source: Input, request: Request) -> Bundle:

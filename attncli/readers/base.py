@@ -32,6 +32,9 @@ class Matrix:
         return self.values.shape
 
 
+NPY_MAGIC = b"\x93NUMPY"  # the first bytes of an NPY file
+NPZ_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")  # of an NPZ (a zip archive; the second is an empty one)
+
 LONE = ""  # the key of the one matrix of an input that holds a single matrix
 
 

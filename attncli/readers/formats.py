@@ -12,46 +12,73 @@ import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
-from attncli.readers import arrays, tensors, text, trees
-from attncli.readers.base import BY_FILE, Bundle, Input, Matrix, NotABundle, Request, TextSettings, entry_key
+from attncli.readers.base import (
+    BY_FILE,
+    NPY_MAGIC,
+    NPZ_MAGIC,
+    Bundle,
+    Input,
+    Matrix,
+    NotABundle,
+    Request,
+    TextSettings,
+    entry_key,
+)
 from attncli.readers.encodings import head_text
 from attncli.readers.foreign import refuse_foreign
-from attncli.readers.layout import is_comment, sep_line
 
 Reader = Callable[[Input, Request], Bundle]
 
 
+def _named(where: str) -> Any:
+    """The function a registry line names, "module:function" in attncli.readers, imported when first used."""
+    import importlib
+
+    module, name = where.split(":")
+    return getattr(importlib.import_module(f"attncli.readers.{module}"), name)
+
+
 @dataclass(frozen=True)
 class Format:
-    """An input format: how to recognise it and how to read it."""
+    """An input format: how to recognise it and how to read it. Its reader (and
+    ``recognise``) are named "module:function" and imported when first used, so
+    reading a YAML file loads no CSV or NPY reader."""
 
     name: str
     extensions: tuple[str, ...]  # lowercase, with the dot
-    read: Reader
+    reader: str  # "module:function" of attncli.readers
     magic: tuple[bytes, ...] = ()  # first bytes that mark it, whatever the name
     bundles: bool = False  # can hold named matrices (q, k, v, ...), not only one matrix
-    recognise: Callable[[bytes], bool] | None = None  # when no fixed first bytes mark it
+    recogniser: str | None = None  # "module:function" (bytes -> bool), when no fixed first bytes mark it
+
+    def read(self, source: Input, request: Request) -> Bundle:
+        reader: Reader = _named(self.reader)
+        return reader(source, request)
+
+    def recognise(self, data: bytes) -> bool:
+        return self.recogniser is not None and bool(_named(self.recogniser)(data))
 
 
 FORMATS: dict[str, Format] = {
     f.name: f
     for f in (
-        Format("csv", (".csv",), text.read_csv),
-        Format("tsv", (".tsv", ".tab"), text.read_tsv),
-        Format("txt", (), text.read_txt),  # .txt and .dat may hold CSV or TSV too: recognised by content
-        Format("npy", (".npy",), arrays.read_npy, magic=(arrays.NPY_MAGIC,)),
-        Format("npz", (".npz",), arrays.read_npz, magic=arrays.NPZ_MAGIC, bundles=True),
+        Format("csv", (".csv",), "text:read_csv"),
+        Format("tsv", (".tsv", ".tab"), "text:read_tsv"),
+        Format("txt", (), "text:read_txt"),  # .txt and .dat may hold CSV or TSV too: recognised by content
+        Format("npy", (".npy",), "arrays:read_npy", magic=(NPY_MAGIC,)),
+        Format("npz", (".npz",), "arrays:read_npz", magic=NPZ_MAGIC, bundles=True),
         Format(
             "safetensors",
             (".safetensors",),
-            tensors.read_safetensors,
+            "tensors:read_safetensors",
             bundles=True,
-            recognise=tensors.looks_like_safetensors,
+            recogniser="tensors:looks_like_safetensors",
         ),
-        Format("yaml", (".yaml", ".yml"), trees.read_yaml, bundles=True),
-        Format("json", (".json",), trees.read_json, bundles=True),
-        Format("jsonl", (".jsonl", ".ndjson"), trees.read_json_lines),  # one row per line, as `jq -c '.[]'` writes
+        Format("yaml", (".yaml", ".yml"), "trees:read_yaml", bundles=True),
+        Format("json", (".json",), "trees:read_json", bundles=True),
+        Format("jsonl", (".jsonl", ".ndjson"), "trees:read_json_lines"),  # one row per line, as `jq -c '.[]'` does
     )
 }
 
@@ -155,7 +182,7 @@ def detect_format(name: str, data: bytes) -> str:
 def sniff(data: bytes) -> str:
     """The format of bytes: a format's magic bytes, else ``sniff_text``."""
     for form in FORMATS.values():
-        if form.magic and data.startswith(form.magic) or form.recognise and form.recognise(data):
+        if form.magic and data.startswith(form.magic) or form.recognise(data):
             return form.name
     return sniff_text(data)
 
@@ -165,6 +192,8 @@ def sniff_text(data: bytes) -> str:
     (UTF-16 with a byte-order mark too): JSON, JSON Lines (a whole JSON value
     on the first line, and more lines), YAML, TSV, CSV (commas, semicolons or
     Excel's sep= line) or whitespace-separated text."""
+    from attncli.readers.layout import is_comment, sep_line
+
     lines = [ln.strip() for ln in head_text(data).splitlines() if ln.strip() and not is_comment(ln)]
     first = lines[0] if lines else ""
     if first[:1] in ("[", "{"):

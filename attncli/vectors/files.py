@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from attncli.errors import AttnError, file_error
-from attncli.readers.arrays import NPY_MAGIC, check_npy_stream, check_npz
-from attncli.readers.base import read_all
+from attncli.readers.arrays import check_npy_stream, check_npz
+from attncli.readers.base import NPY_MAGIC, read_all
 from attncli.readers.limits import ELEMENTS, LINE, check_fits_in_memory
 from attncli.text import parse_number, plural
 from attncli.vectors.table import SUPPORTED, VECTOR_FORMATS, WordVectors, _finite, _from_npz
