@@ -69,6 +69,17 @@ HeadOption = Annotated[
 ]
 
 
+DoutOption = Annotated[
+    str | None,
+    typer.Option(
+        "--dout",
+        metavar="FILE",
+        show_default=False,
+        help="The gradient of the output, dO, for the backward pass: the shape of the output (n_q×d_v, or "
+        "[..., heads, n_q, d_v]). A bundle may hold it as 'dout'.",
+    ),
+    READS,
+]
 PrecisionOption = Annotated[
     int, typer.Option("--precision", "-p", min=0, max=17, help="Decimals shown in tables (data formats are exact).")
 ]

@@ -16,7 +16,15 @@ from attncli.cli.check_grads import check_gradients, grad_factors
 from attncli.cli.check_result import check_result, failure
 from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result
-from attncli.cli.options import FROM_READ_OPTIONS, Layout, LayoutOption, PrecisionOption, ReadFlags, read_options
+from attncli.cli.options import (
+    FROM_READ_OPTIONS,
+    DoutOption,
+    Layout,
+    LayoutOption,
+    PrecisionOption,
+    ReadFlags,
+    read_options,
+)
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
 from attncli.cli.paths import READS
 from attncli.errors import CheckFailed, ShapeError, UsageError
@@ -93,16 +101,7 @@ def check(
             "backward pass for --dout.",
         ),
     ] = False,
-    dout: Annotated[
-        str | None,
-        typer.Option(
-            "--dout",
-            metavar="FILE",
-            show_default=False,
-            help="With --grad: the output's gradient dO the kernel was given (or a bundle entry dout).",
-        ),
-        READS,
-    ] = None,
+    dout: DoutOption = None,
     grad_factor: Annotated[
         list[str] | None,
         typer.Option(

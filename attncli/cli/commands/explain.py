@@ -15,6 +15,7 @@ from attncli.cli.command import CommandSpec
 from attncli.cli.emit import Result
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
+    DoutOption,
     FilesArgument,
     Layout,
     LayoutOption,
@@ -24,7 +25,6 @@ from attncli.cli.options import (
     read_options,
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OUTPUT_OR_WEIGHTS, OutputFlags, output_options
-from attncli.cli.paths import READS
 from attncli.cli.views import FROM_VIEW_OPTIONS, ViewFlags, view_options
 from attncli.errors import UsageError
 
@@ -88,16 +88,7 @@ def explain(
             "row term by term.",
         ),
     ] = False,
-    dout: Annotated[
-        str | None,
-        typer.Option(
-            "--dout",
-            metavar="FILE",
-            show_default=False,
-            help="With --grad: the gradient of the output, dO (or a bundle entry dout).",
-        ),
-        READS,
-    ] = None,
+    dout: DoutOption = None,
 ) -> Result:
     """Show every step of softmax(QKᵀ/√d_k)V on matrices from files.
 

@@ -12,6 +12,7 @@ from attncli.cli.emit import Emitted, Result
 from attncli.cli.options import (
     FROM_READ_OPTIONS,
     BatchOption,
+    DoutOption,
     FilesArgument,
     HeadOption,
     Layout,
@@ -21,7 +22,6 @@ from attncli.cli.options import (
     read_options,
 )
 from attncli.cli.outputs import FROM_OUTPUT_OPTIONS, OutputFlags, output_options
-from attncli.cli.paths import READS
 from attncli.cli.views import View
 from attncli.errors import UsageError
 
@@ -40,17 +40,6 @@ Examples:
 MAX_SLICES = 4  # (batch, head) pairs the terminal view shows of each gradient
 
 
-DoutOption = Annotated[
-    str | None,
-    typer.Option(
-        "--dout",
-        metavar="FILE",
-        show_default=False,
-        help="The gradient of the output, dO: the shape of the output (n_q×d_v, or [..., heads, n_q, d_v]). "
-        "A bundle may hold it as 'dout'.",
-    ),
-    READS,
-]
 AUTO = View("auto")
 GradViewOption = Annotated[
     View,
