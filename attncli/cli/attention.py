@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from attncli.cli.model_options import FromModel
     from attncli.cli.settings import BundleSettings
     from attncli.core.options import AttentionOptions, CausalAlign
-    from attncli.core.rope import Rope, RopeScaling
+    from attncli.core.rope import RopeScaling
 
 # The choices Typer offers, made from the core's own names (one Similarity, one alignment).
 Similarity = Enum("Similarity", {name: name for name in SIMILARITIES}, type=str)  # type: ignore[misc]
@@ -299,6 +299,7 @@ class AttentionFlags:
         (nothing is read here). A bias's -inf forbids its pair as the mask does, and
         is shown so (a dash, not a weight 0). With ``--model``, what it derives
         for the layer is the start, and each option set here replaces its part."""
+        from attncli.cli.model_options import rope_from
         from attncli.core.options import AttentionOptions
 
         arrays = arrays or OptionArrays()
@@ -318,7 +319,7 @@ class AttentionFlags:
             mask=mask,
             bias=bias,
             alibi_slopes=arrays.alibi_slopes,
-            rope=self.rope_over(self.derived.attention.options.rope if self.derived else None),
+            rope=rope_from(self, self.derived.attention.options.rope if self.derived else None),
             sinks=arrays.sinks,
         )
         if self.derived is None:
@@ -332,39 +333,6 @@ class AttentionFlags:
         """The options set by the user: typed, or a bundle's settings."""
         return self.given | self.bundle
 
-    def rope_over(self, derived: Rope | None) -> Rope | None:
-        """RoPE from --rope and its options, over the RoPE --model derived (each option
-        given replaces its part; --rope none turns it off)."""
-        from attncli.core.rope import Rope
-
-        parts = {
-            "theta": ("rope_theta", self.rope_theta, self.rope_theta != 10000.0),
-            "dim": ("rope_dim", self.rope_dim, self.rope_dim is not None),
-            "offset": ("rope_offset", self.rope_offset, self.rope_offset is not None),
-            "scaling": ("rope_scaling", self.rope_scaling, self.rope_scaling is not None),
-            "features": (
-                "rope_features",
-                None if self.rope_features is None else self.rope_features.value,
-                self.rope_features is not None,
-            ),
-        }
-        chosen: dict[str, Any] = {
-            part: value
-            for part, (name, value, changed) in parts.items()
-            if (name in self.typed if self.derived else changed)
-        }
-        style = None if self.rope is None else self.rope.value
-        if style == "none" or (style is None and derived is None):
-            if chosen:
-                name = parts[next(iter(chosen))][0]
-                raise UsageError(f"--{name.replace('_', '-')} goes with --rope", hint="add --rope neox or --rope gptj")
-            return None
-        if derived is not None:
-            return replace(derived, **({"style": style} if style else {}), **chosen)
-        if chosen.get("features") is None:
-            chosen.pop("features", None)
-        return Rope(style, **chosen)  # type: ignore[arg-type]
-
     def with_model(self) -> AttentionFlags:
         """These flags with what --model derives for --layer (read here, once)."""
         if self.model is None:
@@ -375,46 +343,23 @@ class AttentionFlags:
 
         return replace(self, derived=read_model(self.model, self.layer))
 
+    def builds_alone(self, name: str, value: Any) -> bool:
+        """Does the one option ``name`` set to ``value`` build on its own? Asked only when
+        building with a bundle's settings failed, to say which setting's line the error is on."""
+        alone: dict[str, Any] = {"rope": RopeStyle("neox")} if name.startswith("rope_") else {}
+        try:
+            replace(FROM_OPTIONS, **{**alone, name: value}).build()
+        except AttnError:
+            return False
+        return True
+
     def with_settings(self, settings: BundleSettings) -> AttentionFlags:
         """These flags with a bundle's settings for the options not given on the command
-        line, each converted by its option's type, limits or parser; then checked once by
-        the core (an error names the setting that caused it, and its line)."""
-        names = setting_names()
-        values = settings.fill(
-            {name: getattr(self, name) for name in names}, {n: ALIASES[n] for n in names}, self.given
-        )
-        set_here = frozenset(n for n in settings.values if n in values and n not in self.given)
-        filled = replace(self, **values, bundle=self.bundle | set_here)
-        try:
-            filled.build()
-        except AttnError as e:
-            culprit = (
-                None
-                if e.source is not None
-                else next(
-                    (
-                        name
-                        for name in settings.values
-                        if name in values and name not in self.given and not _builds(name, values)
-                    ),
-                    None,
-                )
-            )
-            if culprit is None:  # the command line's own mistake, or one of data
-                raise
-            raise AttnError(e.message, source=settings.source, line=settings.lines.get(culprit), hint=e.hint) from None
-        return filled
+        line (``settings.settle``: converted by each option's type, limits or parser,
+        then checked once by the core, an error naming its setting's line)."""
+        from attncli.cli.settings import settle
 
-
-def _builds(name: str, values: dict[str, Any]) -> bool:
-    """Does the one setting ``name`` build on its own (its error is another's)? Asked only
-    when building failed, to say which setting's line the error is on."""
-    alone: dict[str, Any] = {"rope": RopeStyle("neox")} if name.startswith("rope_") else {}
-    try:
-        replace(FROM_OPTIONS, **{**alone, name: values[name]}).build()
-    except AttnError:
-        return False
-    return True
+        return settle(self, settings, {n: ALIASES[n] for n in setting_names()})
 
 
 # The core's options that build() makes from flags and arrays; every other flag of the same

@@ -12,7 +12,7 @@ replaced; ``check_tensors`` checks the head counts and sizes against Q, K, V;
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from attncli.errors import AttnError, ShapeError, UsageError
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
     from attncli.cli.attention import AttentionFlags
     from attncli.core.options import AttentionOptions
+    from attncli.core.rope import Rope
     from attncli.models.conventions import LayerAttention
 
 
@@ -94,7 +95,7 @@ def _setting(la: LayerAttention, setting: str) -> Any:
 
 def with_derived(flags: AttentionFlags, options: AttentionOptions) -> AttentionOptions:
     """``options`` (the user's) with what --model derived for every setting the user did not set.
-    RoPE is laid over already (``AttentionFlags.rope_over``); the arrays a family needs must be given."""
+    RoPE is laid over already (``rope_from``); the arrays a family needs must be given."""
     assert flags.derived is not None
     la = flags.derived.attention
     base, typed = la.options, flags.typed
@@ -210,3 +211,37 @@ def model_data(flags: AttentionFlags) -> dict[str, Any]:
             "replaced": replaced(flags),
         }
     }
+
+
+def rope_from(flags: AttentionFlags, derived: Rope | None) -> Rope | None:
+    """RoPE from --rope and its options, over the RoPE --model derived (each option
+    given replaces its part; --rope none turns it off)."""
+    from attncli.core.rope import Rope
+
+    parts = {
+        "theta": ("rope_theta", flags.rope_theta, flags.rope_theta != 10000.0),
+        "dim": ("rope_dim", flags.rope_dim, flags.rope_dim is not None),
+        "offset": ("rope_offset", flags.rope_offset, flags.rope_offset is not None),
+        "scaling": ("rope_scaling", flags.rope_scaling, flags.rope_scaling is not None),
+        "features": (
+            "rope_features",
+            None if flags.rope_features is None else flags.rope_features.value,
+            flags.rope_features is not None,
+        ),
+    }
+    chosen: dict[str, Any] = {
+        part: value
+        for part, (name, value, changed) in parts.items()
+        if (name in flags.typed if flags.derived else changed)
+    }
+    style = None if flags.rope is None else flags.rope.value
+    if style == "none" or (style is None and derived is None):
+        if chosen:
+            name = parts[next(iter(chosen))][0]
+            raise UsageError(f"--{name.replace('_', '-')} goes with --rope", hint="add --rope neox or --rope gptj")
+        return None
+    if derived is not None:
+        return replace(derived, **({"style": style} if style else {}), **chosen)
+    if chosen.get("features") is None:
+        chosen.pop("features", None)
+    return Rope(style, **chosen)  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ import enum
 import types
 import typing
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from attncli.errors import AttnError
@@ -127,3 +127,32 @@ def _unwrapped(annotation: Any) -> tuple[Any, Any]:
     if typing.get_origin(annotation) in (typing.Union, types.UnionType):
         annotation = next(a for a in typing.get_args(annotation) if a is not type(None))
     return annotation, limits
+
+
+def settle(flags: Any, settings: BundleSettings, annotations: dict[str, Any]) -> Any:
+    """``flags`` (an ``AttentionFlags``) with a bundle's settings for the options in
+    ``annotations`` not given on the command line, each converted by its option's type,
+    limits or parser; then checked once by the core (an error names the setting that
+    caused it, and its line)."""
+    values = settings.fill({name: getattr(flags, name) for name in annotations}, annotations, flags.given)
+    set_here = frozenset(n for n in settings.values if n in values and n not in flags.given)
+    filled = replace(flags, **values, bundle=flags.bundle | set_here)
+    try:
+        filled.build()
+    except AttnError as e:
+        culprit = (
+            None
+            if e.source is not None
+            else next(
+                (
+                    name
+                    for name in settings.values
+                    if name in values and name not in flags.given and not flags.builds_alone(name, values[name])
+                ),
+                None,
+            )
+        )
+        if culprit is None:  # the command line's own mistake, or one of data
+            raise
+        raise AttnError(e.message, source=settings.source, line=settings.lines.get(culprit), hint=e.hint) from None
+    return filled
