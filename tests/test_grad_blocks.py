@@ -298,3 +298,16 @@ def test_blocked_backward_agrees_with_torch_autograd_live(causal):
     grads = attention_grad(q, k, v, dout, AttentionOptions(causal=causal), block=32)
     for got, want in ((grads.dq, tq.grad), (grads.dk, tk.grad), (grads.dv, tv.grad)):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_the_progress_callback_is_told_of_every_part():
+    """attention_grad(progress=) counts the blocked backward's parts up to the whole (attn grad's bar)."""
+    from attncli import attention_grad
+
+    rng = np.random.default_rng(3)
+    q, k, v, dout = (rng.normal(size=(2, 3, 300, 8)) for _ in range(4))
+    calls = []
+    grads = attention_grad(q, k, v, dout, block=64, progress=lambda done, total: calls.append((done, total)))
+    whole = attention_grad(q, k, v, dout, block=0)
+    assert calls and calls[-1][0] == calls[-1][1] and [d for d, _ in calls] == list(range(1, len(calls) + 1))
+    np.testing.assert_allclose(grads.dq, whole.dq, atol=1e-12)

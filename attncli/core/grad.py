@@ -95,6 +95,7 @@ def attention_grad(
     *,
     block: int | None = None,
     workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Grads:
     """dQ, dK, dV (and dsinks, dbias) of attention for the output gradient dO.
 
@@ -103,14 +104,15 @@ def attention_grad(
     in float64 whatever the inputs' dtype. ``block``: queries and keys per block
     (FlashAttention's backward, never holding n_q × n_k); 0: whole matrices,
     kept in ``Grads.steps``; None: whole up to WHOLE_CELLS logits, else blocks of BLOCK.
-    In blocks, batch × K/V heads run on up to ``workers`` threads (default: every core).
+    In blocks, batch × K/V heads run on up to ``workers`` threads (default: every core),
+    and ``progress(done, total)`` is told of each part done.
     """
     options = options or AttentionOptions()
     q, k, v, dout = (np.asarray(m, dtype=np.float64) for m in (q, k, v, dout))
     if block is None and q.ndim >= 2 and k.ndim >= 2:
         heads = max(math.prod(q.shape[:-2]), math.prod(k.shape[:-2]))
         block = BLOCK if heads * q.shape[-2] * k.shape[-2] > WHOLE_CELLS else 0
-    return backward(q, k, v, dout, _float64(options), block=block or None, workers=workers)
+    return backward(q, k, v, dout, _float64(options), block=block or None, workers=workers, progress=progress)
 
 
 def backward(
@@ -122,6 +124,7 @@ def backward(
     rounded: Callable[[np.ndarray], np.ndarray] = lambda x: x,
     block: int | None = None,
     workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Grads:
     """The closed form in the inputs' dtype, each step passed through ``rounded``:
     the identity for the float64 reference; for ``attn check --grad``'s naive
@@ -144,7 +147,7 @@ def backward(
         with blas_held(workers):  # whole matrices: BLAS's threads are the parallelism, as many as attn's
             dq, dk, dv, ds_bias, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
     else:
-        dq, dk, dv, ds_bias, sink_terms, output, steps = _blocked(p, qm, km, do, options, block, workers)
+        dq, dk, dv, ds_bias, sink_terms, output, steps = _blocked(p, qm, km, do, block, workers, progress)
 
     dq = p.ungroup(dq)  # [..., H_q, n_q, d_k]
     dk, dv = _ungroup_kv(dk, p), _ungroup_kv(dv, p)  # [..., H_kv, n_k, d]: summed over each group
@@ -214,12 +217,12 @@ def _blocked(
     qm: np.ndarray,
     km: np.ndarray,
     do: np.ndarray,
-    options: AttentionOptions,
     block: int,
     workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Raw:
     """The same in blocks (``grad_blocks``, FlashAttention-2's backward), never holding n_q × n_k."""
-    return (*in_blocks(p, qm, km, do, block, workers), None)
+    return (*in_blocks(p, qm, km, do, block, workers, progress), None)
 
 
 def _ungroup_steps(steps: BackwardSteps, p: Problem) -> BackwardSteps:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,7 +34,13 @@ Sums = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarra
 
 
 def in_blocks(
-    p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray, block: int, workers: int | None = None
+    p: Problem,
+    qm: np.ndarray,
+    km: np.ndarray,
+    do: np.ndarray,
+    block: int,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Sums:
     """FlashAttention-2's backward, never holding n_q × n_k -> grouped dQ, dK, dV
     (before RoPE and cosine are undone; dK and dV summed over each group), dS
@@ -50,7 +57,8 @@ def in_blocks(
     [rows, cols], so dbias takes the bias's memory. The work goes in units
     (``_units``) on the thread pool (``map_blocks``, up to ``workers``
     threads); how it is cut does not depend on ``workers``, so neither do the
-    sums (but for a bias shared by units)."""
+    sums (but for a bias shared by units). ``progress(done, total)`` is told of
+    each unit done."""
     lead = p.logits_shape[:-2]  # [..., (H_kv, group)]
     n_q, n_k, ndim = p.n_q, p.n_k, len(p.logits_shape)
     kv_lead = lead if p.group == 1 else lead[:-1] + (1,)  # dK and dV: one per K/V head, summed over its group
@@ -79,7 +87,7 @@ def in_blocks(
         scratch = local.__dict__.setdefault("buffers", {})
         _backward_part(unit, pick(qm), pick(km), pick(p.v), pick(do), pick(lse), pick(delta), sums, scratch)
 
-    map_blocks(run, units, workers, None)
+    map_blocks(run, units, workers, progress)
     for unit in units:  # in order, whatever thread ran which
         if id(unit) in partial:
             _pick(dq, unit.where, ndim)[...] += partial[id(unit)]

@@ -84,6 +84,7 @@ def grad(
     """
 
     from attncli.cli.inputs import output_gradient, read_inputs
+    from attncli.cli.io import progress_bar
     from attncli.core.grad import attention_grad
 
     if view.value == "top":
@@ -91,13 +92,11 @@ def grad(
             "attn grad has no top view: a gradient has no heaviest keys", hint="--view auto, compact or numbers"
         )
     inputs = read_inputs(files, attention, reading.settings(), layout, wanted=("dout",))
-    grads = attention_grad(
-        inputs.q.values,
-        inputs.k.values,
-        inputs.v.values,
-        output_gradient(inputs, dout, reading.settings()),
-        inputs.options,
-    )
+    d_out = output_gradient(inputs, dout, reading.settings())
+    with progress_bar("gradients") as progress:
+        grads = attention_grad(
+            inputs.q.values, inputs.k.values, inputs.v.values, d_out, inputs.options, progress=progress
+        )
     return grad_result(inputs, grads, precision, batch, head, view.value)
 
 
