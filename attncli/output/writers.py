@@ -85,9 +85,11 @@ def json_parts(obj: Any) -> Iterator[str]:
             yield ("," if start else "") + ",".join(to_json(row) for row in obj[start : start + ROWS_PER_WRITE])
         yield "]"
     elif isinstance(obj, np.ndarray):
-        text = number_strings(obj)
-        if obj.dtype.kind == "f":  # NaN, a value that is not there (a pair a model forbids), is JSON's null
-            text = np.where(np.isnan(obj), "null", text)
+        missing = np.isnan(obj) if obj.dtype.kind == "f" else None  # NaN: a value not there (a pair a model forbids)
+        if missing is not None and missing.any():  # JSON's null; text made of the rest (numpy 1.24 warns on NaN)
+            text = np.where(missing, "null", number_strings(np.where(missing, 0, obj)))
+        else:
+            text = number_strings(obj)
         yield str(text) if obj.ndim == 0 else "[" + ",".join(text.tolist()) + "]"
     elif isinstance(obj, dict):
         yield "{"
