@@ -42,6 +42,7 @@ The modules, one job each:
     llama.py        the Llama family: Llama, Mistral, Qwen2 (decoders)
     decoder.py      a decoder's layers driven with a KV cache; Selection, Kept, HeadSummaries
     decoding.py     decode, generate -> Decoded (tokens, weights, next-token predictions); predictions
+    explaining.py   explain_head -> HeadSteps: one query through one head of one layer, every step
     aggregates.py   maps combined: over heads (mean, max), through layers (rollout)
     blocks.py       what families share: Linear, Norm, dense, layer_norm, rms_norm, activations
     pooling.py      sentence-transformers' pooling modes
@@ -52,6 +53,7 @@ from attncli.models.base import Family
 from attncli.models.conventions import CONVENTIONS, LayerAttention, layer_attention
 from attncli.models.decoder import HeadSummaries, Selection
 from attncli.models.decoding import Decoded, Prediction, decode, generate
+from attncli.models.explaining import HeadSteps, explain_head
 from attncli.models.families import FAMILIES
 from attncli.models.fields import Fields
 from attncli.models.loading import Model, load_model
@@ -64,6 +66,7 @@ __all__ = [
     "Decoded",
     "Family",
     "Fields",
+    "HeadSteps",
     "HeadSummaries",
     "LayerAttention",
     "Model",
@@ -71,6 +74,7 @@ __all__ = [
     "Selection",
     "Trace",
     "decode",
+    "explain_head",
     "generate",
     "layer_attention",
     "load_model",
