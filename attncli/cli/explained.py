@@ -54,11 +54,13 @@ class Page:
     i: int  # the query written out term by term
     precision: int
     style: ViewStyle | None = None
+    whole: Call | None = None  # the call the settings are said for, when Q is one row of it (trace --explain)
+    wide: int | None = None  # a table with more columns is written a row a line, its first numbers (a model's)
 
     def __post_init__(self) -> None:
         from attncli.cli.run_result import shown_labels
 
-        self.call: Call = call_of(self.inputs.q.shape, self.inputs.k.shape)
+        self.call: Call = self.whole or call_of(self.inputs.q.shape, self.inputs.k.shape)
         self.rows, self.key_rows, self.key_cols = shown_labels(self.inputs)
         self.numbers: Iterator[int] = itertools.count(1)
 
@@ -73,8 +75,11 @@ class Page:
         return Text.assemble((f"{next(self.numbers)}. {title}", "bold underline"), *("\n" + s for s in sentences if s))
 
     def table(self, values: np.ndarray, row_labels: list[Any], col_labels: list[Any], title: str) -> Any:
-        from attncli.output.render import number_table
+        from attncli.output.render import number_table, vector_lines
 
+        if self.wide is not None and values.shape[-1] > self.wide:
+            shown = [vector(row, self.precision, self.wide // 2) for row in values]
+            return vector_lines(shown, row_labels, title=f"{title} (-f json: every number)")
         return number_table(values, row_labels, col_labels, precision=self.precision, title=title)
 
 

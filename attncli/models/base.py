@@ -80,7 +80,7 @@ class LayerProbe:
     attended: np.ndarray  # [n_head, n, d_v] each head's output, Σ_j α_ij v_j, before W_O
     params: AttentionParams
     options: AttentionOptions  # the layer's attention settings, every head's
-    read: str  # what x is, in words: "RMSNorm (input_layernorm) of the residual stream"
+    read: str  # what x is, in words: "the residual stream after RMSNorm (input_layernorm)"
 
 
 # probe(params, config, ids [n], layer) -> that layer's attention on the sequence
@@ -108,7 +108,7 @@ class DecoderSteps(Generic[C, P]):
     norm: Callable[[P, C, np.ndarray], np.ndarray]  # the final norm: x [m, d_model] -> [m, d_model]
     logits: Callable[[P, C, np.ndarray], np.ndarray]  # the output head: normed x [m, d_model] -> [m, n_vocab]
     attn_params: Callable[[Any], AttentionParams]  # params of layer i -> its W_Q, W_K, W_V, W_O (what project uses)
-    attn_read: str  # what attn_input gives, in words: "RMSNorm (input_layernorm) of the residual stream"
+    attn_read: str  # what attn_input gives, in words: "the residual stream after RMSNorm (input_layernorm)"
 
 
 @dataclass(frozen=True)

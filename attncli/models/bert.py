@@ -239,9 +239,9 @@ def probe(params: BertParams, config: BertConfig, ids: np.ndarray, layer: int) -
         heads[0],
         attn_params(lp),
         AttentionOptions(),
-        "the layer's input (BERT normalises after each sublayer: the layer before's output, after its LayerNorm)"
+        "the layer's input, already normalised (BERT's LayerNorm comes after each sublayer)"
         if layer
-        else "the embeddings after their LayerNorm",
+        else "the embeddings, after their LayerNorm",
     )
 
 

@@ -176,7 +176,7 @@ STEPS: DecoderSteps[Gpt2Config, Gpt2Params] = DecoderSteps(
     norm=norm,
     logits=logits,
     attn_params=attn_params,
-    attn_read="LayerNorm (ln_1) of the residual stream",
+    attn_read="the residual stream after LayerNorm (ln_1)",
 )
 
 # llama.cpp's names (convert_hf_to_gguf.py writes Conv1D weights transposed, [d_out, d_in])

@@ -188,7 +188,7 @@ STEPS: DecoderSteps[LlamaConfig, LlamaParams] = DecoderSteps(
     norm=norm,
     logits=logits,
     attn_params=attn_params,
-    attn_read="RMSNorm (input_layernorm) of the residual stream",
+    attn_read="the residual stream after RMSNorm (input_layernorm)",
 )
 
 # llama.cpp's names; for the llama architecture it permutes the rows of Q and K
