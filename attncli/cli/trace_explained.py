@@ -44,7 +44,8 @@ def check_explain(request: TraceRequest) -> None:
     ] + (["--query TOKEN"] if request.query is None else [])
     if missing:
         raise UsageError(
-            f"--explain walks one token through one head of one layer: it needs {' and '.join(missing)}",
+            "--explain walks one token through one head of one layer: it needs "
+            + (missing[0] if len(missing) == 1 else f"{', '.join(missing[:-1])} and {missing[-1]}"),
             hint="e.g. --layer 9 --head 4 --query it --explain",
         )
 
