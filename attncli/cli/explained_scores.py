@@ -125,4 +125,30 @@ def score_terms(page: Page) -> list[Any]:
     biggest = f"its {TOP_TERMS} biggest terms" if q.shape[-1] > TOP_TERMS else "its terms, biggest first"
     intro = f"Each key's score for {query}, with {biggest} (the features that made it high or low)"
     intro += f"; the {len(shown)} highest of {len(keys)} keys:" if more else ":"
-    return [Text("\n".join([intro, *lines]))]
+    return [Text("\n".join([intro, *lines, *apart(page, q, k, names)]))]
+
+
+def apart(page: Page, q: np.ndarray, k: np.ndarray, names: list[str]) -> list[str]:
+    """What sets the heaviest key apart: softmax is unchanged when every score moves by the same
+    amount, so what counts is how far a score is from the others'. Its gap from the mean of the
+    keys the query may see, split by feature: q_d · (k_d − mean k_d), the largest named."""
+    import numpy as np
+
+    from attncli.output.blocks import fmt
+
+    keys = allowed_keys(page)
+    if len(keys) < 3:
+        return []
+    top = keys[int(np.argmax(page.steps.weights[page.i, keys]))]
+    dots = k[keys] @ q  # [n_keys]
+    gap = float(k[top] @ q) - float(dots.mean())
+    parts = q * (k[top] - k[keys].mean(axis=0))  # [d_k], summing to the gap
+    biggest = np.argsort(-np.abs(parts), kind="stable")[:TOP_TERMS]
+    p, query, key = page.precision, page.inputs.queries[page.i], page.inputs.keys[top]
+    named = ", ".join(f"{names[d]} {'+' if parts[d] >= 0 else ''}{fmt(float(parts[d]), p)}" for d in biggest)
+    return [
+        f"Softmax weighs only how scores differ: {key}, the heaviest key, scores {fmt(gap, p)} "
+        f"{'above' if gap >= 0 else 'below'} the mean of the {len(keys)} keys {query} may see "
+        f"({fmt(float(dots.mean()), p)}); the features that set it apart, q_d × (k_d − the keys' mean k_d): "
+        f"{named}."
+    ]
