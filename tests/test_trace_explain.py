@@ -275,3 +275,27 @@ def test_real_models_agree_with_their_trace(attn, path, layer, head):
     np.testing.assert_allclose(h.steps.output[0], h.attended, atol=TOL)
     np.testing.assert_allclose(e["output"], h.attended, atol=TOL)
     assert math.isclose(e["scale"], 1 / math.sqrt(len(e["q"])))
+
+
+def test_what_sets_the_heaviest_key_apart(attn, samples):
+    """Softmax weighs only differences: the heaviest key's score against the mean of the keys the
+    query may see, split by feature, q_d (k_d − mean k_d), the largest three named (explain's score
+    step, which trace --explain and self --explain share)."""
+    out = attn.json("explain", samples / "colors.yaml", "--window", "5,0")
+    i, k = out["query_index"], np.array(out["k"])
+    q = np.array(out["q"][i])
+    weights = np.array(out["weights"][i])
+    seen = np.flatnonzero(np.array(out["allowed"][i]))
+    top = seen[np.argmax(weights[seen])]
+    scores = k[seen] @ q
+    parts = q * (k[top] - k[seen].mean(axis=0))
+    assert math.isclose(parts.sum(), k[top] @ q - scores.mean(), abs_tol=1e-12)
+    names = ["red", "green", "blue"]  # Q's and K's columns in the sample
+    named = ", ".join(f"{names[d]} {parts[d]:+.3f}" for d in np.argsort(-np.abs(parts))[:3])
+    result = attn("explain", samples / "colors.yaml", "--window", "5,0", "-f", "table")
+    assert result.exit_code == 0, result.output
+    assert (
+        f"Softmax weighs only how scores differ: {out['keys'][top]}, the heaviest key, scores "
+        f"{k[top] @ q - scores.mean():.3f} above the mean of the {len(seen)} keys {out['query']} may see "
+        f"({scores.mean():.3f}); the features that set it apart, q_d × (k_d − the keys' mean k_d): {named}."
+    ) in " ".join(result.stdout.split())
