@@ -354,11 +354,12 @@ def one_head(options: AttentionOptions, h: int, n_head: int) -> AttentionOptions
 
 def probe_layer(steps: DecoderSteps[Any, Any]) -> Probe[Any, Any]:
     """A decoder's ``Family.probe``: the whole sequence through ``run`` (the pass ``decode``
-    makes, the same numbers), one layer's attention caught as it goes by."""
+    makes, the same numbers) up to the layer asked, its attention caught as it goes by."""
 
     def probe(params: Any, config: Any, ids: np.ndarray, layer: int) -> LayerProbe:
         catch = Catch(layer)
-        run(steps, params, config, np.asarray(ids), catch=catch)
+        upto = replace(steps, layers=lambda p: steps.layers(p)[: layer + 1])  # no later layer is needed
+        run(upto, params, config, np.asarray(ids), catch=catch)
         if catch.found is None:
             raise UsageError(f"layer {layer} is out of range: there are {plural(config.n_layer, 'layer')}")
         return catch.found
