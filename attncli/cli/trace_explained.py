@@ -28,8 +28,6 @@ SHOWN = 8  # numbers of a long row written in a sentence
 
 def check_explain(request: TraceRequest) -> None:
     """--explain walks one token through one head of one layer: each must be one."""
-    if not request.explain:
-        return
     for other, given in (("--summary", request.summary), ("--aggregate", request.aggregate is not None)):
         if given:
             raise UsageError(

@@ -39,9 +39,10 @@ class TraceRequest:
 
     def check(self, fmt: str | None) -> None:
         """Options that do not fit together (``fmt``: the --format given), refused before the model is read."""
-        from attncli.cli.trace_explained import check_explain
+        if self.explain:
+            from attncli.cli.trace_explained import check_explain
 
-        check_explain(self)
+            check_explain(self)
         if self.summary:
             if self.query is not None or self.aggregate is not None:
                 other = "--query" if self.query is not None else "--aggregate"

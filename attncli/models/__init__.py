@@ -15,6 +15,8 @@ Python API::
                Selection(layers=(3,), summaries=True))
     d.weights, d.next[0].tokens, d.summaries.first   # [1, 9, n, n], [' big', …], [30, 9]
     generate(model, "The pink elephant", 20).generated
+    h = explain_head(model, d.ids, layer=9, head=3, query=10)         # one token through one head
+    h.x[10], h.q_used, h.steps.weights[0], h.attended, h.projected    # every step, the model's numbers
 
 A model is a Hugging Face folder: ``config.json``, ``model.safetensors`` (or
 its shards and ``model.safetensors.index.json``) and ``vocab.txt`` or
