@@ -9,8 +9,10 @@ tests/test_trace.py, and on the real SmolLM2 and MiniLM when present:
 - every step agrees with the models written once more in float64 (tests/decoder_models.py,
   tests/test_trace.py), float32 against float64 through up to two layers: 1e-4 relative."""
 
+import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -196,6 +198,7 @@ def test_the_view_walks_the_token_through_the_head(attn, folders):
         "3. RoPE (neox): Q and K rotated by position",
         "4. Scores: e_ij = q_i · k_j",
         "Each key's score for it, with its 3 biggest terms (the features that made it high or low)",
+        f"the 8 highest of the {i + 1} keys it may see:",  # past 16 keys: those it may see, not the future's
         "it · elephant = ",
         "5. Scaled scores",
         "6. Mask",
@@ -209,6 +212,22 @@ def test_the_view_walks_the_token_through_the_head(attn, folders):
     ]
     positions = [text.index(step) for step in steps]
     assert positions == sorted(positions)
+    assert "(masked)" not in text
+
+
+def test_a_masked_keys_score_is_said_masked(attn, folders):
+    result = attn("trace", "The car", "-m", folders["gpt2"], "--layer", 0, "--head", 0, "--query", "The", "--explain")
+    e = json.loads(result.stdout)["explain"]
+    assert len(e["tokens"]) <= 16 and e["position"] == 0
+    view = attn("trace", "The car", "-m", folders["gpt2"], "--layer", 0, "--head", 0, "--query", "The", "--explain",
+                "-f", "table")  # fmt: skip
+    lines = [line for line in view.stdout.splitlines() if re.match(r"The · \S+ = \S+( \(masked\))?: d", line)]
+    assert len(lines) == len(e["tokens"])
+    assert (
+        [("(masked)" in line) for line in lines]
+        == [x is None for x in e["logits"]]
+        == [False] + [True] * (len(lines) - 1)
+    )
 
 
 def test_the_view_of_an_encoder(attn, folders):

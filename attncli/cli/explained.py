@@ -55,7 +55,7 @@ class Page:
     precision: int
     style: ViewStyle | None = None
     whole: Call | None = None  # the call the settings are said for, when Q is one row of it (trace --explain)
-    wide: int | None = None  # a table with more columns is written a row a line, its first numbers (a model's)
+    wide: int | None = None  # rows of features wider than this are written a row a line, their first numbers
 
     def __post_init__(self) -> None:
         from attncli.cli.run_result import shown_labels
@@ -74,10 +74,14 @@ class Page:
 
         return Text.assemble((f"{next(self.numbers)}. {title}", "bold underline"), *("\n" + s for s in sentences if s))
 
-    def table(self, values: np.ndarray, row_labels: list[Any], col_labels: list[Any], title: str) -> Any:
+    def table(
+        self, values: np.ndarray, row_labels: list[Any], col_labels: list[Any], title: str, features: bool = False
+    ) -> Any:
+        """A matrix as a table; rows of ``features`` (q, k, v: not one column per key) wider than
+        ``wide`` a row a line."""
         from attncli.output.render import number_table, vector_lines
 
-        if self.wide is not None and values.shape[-1] > self.wide:
+        if features and self.wide is not None and values.shape[-1] > self.wide:
             shown = [vector(row, self.precision, self.wide // 2) for row in values]
             return vector_lines(shown, row_labels, title=f"{title} (-f json: every number)")
         return number_table(values, row_labels, col_labels, precision=self.precision, title=title)
@@ -196,7 +200,7 @@ def attention_sections(page: Page, scores_title: str = "Scores: QKᵀ") -> list[
                 None if steps.allowed is None else steps.allowed[i],
             )
         ),
-        page.table(steps.output, page.rows, inputs.columns, "output = weights · V"),
+        page.table(steps.output, page.rows, inputs.columns, "output = weights · V", features=True),
     ]
 
 
@@ -209,8 +213,8 @@ def rope_section(page: Page) -> list[Any]:
     return [
         page.heading(f"RoPE ({rope.style}): Q and K rotated by position", page.said("rope")),
         *frequency_table(page),
-        page.table(rotated[0], page.rows, names, "RoPE(Q)"),
-        page.table(rotated[1], page.key_rows, names, "RoPE(K)"),
+        page.table(rotated[0], page.rows, names, "RoPE(Q)", features=True),
+        page.table(rotated[1], page.key_rows, names, "RoPE(K)", features=True),
     ]
 
 

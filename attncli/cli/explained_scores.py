@@ -110,8 +110,9 @@ def score_terms(page: Page) -> list[Any]:
     if len(names) != q.shape[-1]:
         names = columns(q.shape[-1])
     keys = list(range(k.shape[0]))
+    seen = allowed_keys(page)
     dots = k @ q  # [n_k]
-    shown = keys if len(keys) <= SCORE_LINES else sorted(keys, key=lambda j: -dots[j])[:TERMS]
+    shown = keys if len(keys) <= SCORE_LINES else sorted(seen, key=lambda j: -dots[j])[:TERMS]
     lines = []
     for j in shown:
         products = q * k[j]  # [d_k], the terms of q·k_j
@@ -120,11 +121,13 @@ def score_terms(page: Page) -> list[Any]:
             f"{names[d]} {factor(float(q[d]), p)} × {factor(float(k[j, d]), p)} = {fmt(float(products[d]) + 0.0, p)}"
             for d in top
         )
-        lines.append(f"{query} · {page.inputs.keys[j]} = {fmt(float(dots[j]), p)}: {named}")
+        masked = "" if page.steps.allowed is None or page.steps.allowed[page.i, j] else " (masked)"
+        lines.append(f"{query} · {page.inputs.keys[j]} = {fmt(float(dots[j]), p)}{masked}: {named}")
     more = len(keys) - len(shown)
     biggest = f"its {TOP_TERMS} biggest terms" if q.shape[-1] > TOP_TERMS else "its terms, biggest first"
     intro = f"Each key's score for {query}, with {biggest} (the features that made it high or low)"
-    intro += f"; the {len(shown)} highest of {len(keys)} keys:" if more else ":"
+    among = f"{len(keys)} keys" if len(seen) == len(keys) else f"the {len(seen)} keys {query} may see"
+    intro += f"; the {len(shown)} highest of {among}:" if more else ":"
     return [Text("\n".join([intro, *lines, *apart(page, q, k, names)]))]
 
 

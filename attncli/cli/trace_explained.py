@@ -190,9 +190,11 @@ def projection_sections(traced: Traced, page: Page) -> list[Any]:
     return [
         page.heading("Projections: q = x W_Q + b_q, k = x W_K + b_k, v = x W_V + b_v", said),
         Text("\n".join(written)),
-        page.table(inputs.q.values, [page.rows[0]], [f"d{j}" for j in range(d)], f"q of {query}, 1×{d}"),
-        page.table(inputs.k.values, page.key_rows, [f"d{j}" for j in range(d)], f"K: a key per token, {n}×{d}"),
-        page.table(inputs.v.values, page.key_rows, inputs.columns, f"V: a value per token, {n}×{d_v}"),
+        page.table(inputs.q.values, [page.rows[0]], [f"d{j}" for j in range(d)], f"q of {query}, 1×{d}", features=True),
+        page.table(
+            inputs.k.values, page.key_rows, [f"d{j}" for j in range(d)], f"K: a key per token, {n}×{d}", features=True
+        ),
+        page.table(inputs.v.values, page.key_rows, inputs.columns, f"V: a value per token, {n}×{d_v}", features=True),
     ]
 
 
