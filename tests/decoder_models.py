@@ -69,8 +69,13 @@ def _rope(x: np.ndarray, theta: float) -> np.ndarray:
     return x * cos + rotated * sin
 
 
-def reference_forward(name: str, tensors: dict[str, np.ndarray], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """A case's decoder in float64 -> weights [L, H, n, n], logits [n, vocab]."""
+def reference_forward(
+    name: str, tensors: dict[str, np.ndarray], ids: np.ndarray, seen: dict[int, dict[str, Any]] | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """A case's decoder in float64 -> weights [L, H, n, n], logits [n, vocab]. ``seen`` receives each
+    layer's attention as it went: the rows the projections read ("x"), each query head's q and each
+    K/V head's k (after RoPE) and v, each query head's output, and W_O [d_in, d_out]."""
+    seen = {} if seen is None else seen
     config = CASES[name]
     t = {k: v.astype(np.float64) for k, v in tensors.items()}
     all_weights = []
@@ -94,6 +99,14 @@ def reference_forward(name: str, tensors: dict[str, np.ndarray], ids: np.ndarray
             heads = zip(_heads(q, h), _heads(k, h), _heads(v, h), strict=True)
             pairs = [_attend(qh, kh, vh, scale, None) for qh, kh, vh in heads]
             all_weights.append([w for w, _ in pairs])
+            seen[i] = {
+                "x": ln(x, f"{p}.ln_1"),
+                "q": _heads(q, h),
+                "k": _heads(k, h),
+                "v": _heads(v, h),
+                "out": [o for _, o in pairs],
+                "w_o": t[f"{p}.attn.c_proj.weight"],
+            }
             x = x + conv(np.concatenate([o for _, o in pairs], 1), f"{p}.attn.c_proj")
             a = conv(ln(x, f"{p}.ln_2"), f"{p}.mlp.c_fc")
             a = 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)))
@@ -129,6 +142,14 @@ def reference_forward(name: str, tensors: dict[str, np.ndarray], ids: np.ndarray
             for j in range(h)
         ]
         all_weights.append([w for w, _ in pairs])
+        seen[i] = {
+            "x": a,
+            "q": [_rope(qh, theta) for qh in qs],
+            "k": [_rope(kh, theta) for kh in ks],
+            "v": vs,
+            "out": [o for _, o in pairs],
+            "w_o": t[f"{p}.self_attn.o_proj.weight"].T,
+        }
         x = x + lin(np.concatenate([o for _, o in pairs], 1), f"{p}.self_attn.o_proj")
         a = rms(x, f"{p}.post_attention_layernorm")
         gate = lin(a, f"{p}.mlp.gate_proj")

@@ -1831,6 +1831,52 @@ CATALOGUE = [
         "Invalid value for '--aggregate'…",
     ),
     (
+        "trace --explain without --layer",
+        {},
+        ["trace", "the car", "-m", "{d}", "--head", "0", "--query", "car", "--explain"],
+        2,
+        "--explain walks one token through one head of one layer: it needs one --layer L "
+        "(e.g. --layer 9 --head 4 --query it --explain)",
+    ),
+    (
+        "trace --explain with two heads",
+        {},
+        ["trace", "the car", "-m", "{d}", "--layer", "0", "--head", "0", "--head", "1", "--query", "car", "--explain"],
+        2,
+        "--explain walks one token through one head of one layer: it needs one --head H (2 given) "
+        "(e.g. --layer 9 --head 4 --query it --explain)",
+    ),
+    (
+        "trace --explain without --query",
+        {},
+        ["trace", "the car", "-m", "{d}", "--layer", "0", "--head", "0", "--explain"],
+        2,
+        "--explain walks one token through one head of one layer: it needs --query TOKEN "
+        "(e.g. --layer 9 --head 4 --query it --explain)",
+    ),
+    (
+        "trace --explain alone",
+        {},
+        ["trace", "the car", "-m", "{d}", "--explain"],
+        2,
+        "--explain walks one token through one head of one layer: it needs one --layer L, one --head H and "
+        "--query TOKEN (e.g. --layer 9 --head 4 --query it --explain)",
+    ),
+    (
+        "trace --explain with --summary",
+        {},
+        ["trace", "the car", "-m", "{d}", "--layer", "0", "--head", "0", "--query", "car", "--explain", "--summary"],
+        2,
+        "--explain walks one token through one head; --summary summarises every head (give one of them)",
+    ),
+    (
+        "trace --explain with --aggregate",
+        {},
+        ["trace", "the car", "-m", "{d}", "--layer", "0", "--query", "car", "--explain", "--aggregate", "mean"],
+        2,
+        "--explain walks one token through one head; --aggregate combines heads (give one of them)",
+    ),
+    (
         "picture to a missing folder",
         {},
         ["run", "{s}/colors.yaml", "--svg", "{d}/no/such/x.svg"],

@@ -98,9 +98,11 @@ def tiny_model(tiny):
 # --- the forward pass on the tiny model ----------------------------------------
 
 
-def reference_forward(folder: Path, ids: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def reference_forward(folder: Path, ids: list[int], seen: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """BERT written out once more, in float64, head by head, as the paper's
-    equations read: a check on bert.py that shares none of its code."""
+    equations read: a check on bert.py that shares none of its code. ``seen``
+    receives each layer's attention: its input "x", each head's "q", "k", "v"
+    and "out", and W_O [d_in, d_out]."""
     from safetensors.numpy import load_file
 
     t = {k: v.astype(np.float64) for k, v in load_file(str(folder / "model.safetensors")).items()}
@@ -134,6 +136,16 @@ def reference_forward(folder: Path, ids: list[int]) -> tuple[np.ndarray, np.ndar
             a /= a.sum(1, keepdims=True)
             heads.append(a @ v[:, cols])
             layer_weights.append(a)
+        if seen is not None:
+            seen[i] = {
+                "x": x,
+                **{
+                    m: [y[:, h * d_k : (h + 1) * d_k] for h in range(n_head)]
+                    for m, y in zip("qkv", (q, k, v), strict=True)
+                },
+                "out": heads,
+                "w_o": t[f"{p}.attention.output.dense.weight"].T,
+            }
         x = norm(x + dense(np.concatenate(heads, 1), f"{p}.attention.output.dense"), f"{p}.attention.output")
         hidden = dense(x, f"{p}.intermediate.dense")
         hidden = hidden * 0.5 * (1 + np.vectorize(math.erf)(hidden / math.sqrt(2)))

@@ -139,3 +139,60 @@ def test_minilm_it_and_elephant_beside_the_others(attn):
         '"elephant" 0.40 on average in that head',
         DOC,
     )
+
+
+@needs_smollm2
+def test_explain_one_head():
+    """docs/trace.md's --explain: why " it" gives " elephant" most in layer 9's head 3."""
+    from conftest import Attn
+
+    args = ("trace", SEED, "-m", SMOLLM2, "--layer", 9, "--head", 3, "--query", "it", "--explain")
+    e = Attn().json(*args)["explain"]
+    tokens, q, k = e["tokens"], np.array(e["q"]), np.array(e["k"])
+    scores, weights = np.array(e["scores"]), np.array(e["weights"])
+    at = {t: tokens.index(t) for t in ("The", " elephant", " to", " the")}
+    el = at[" elephant"]
+    allowed = [j for j, x in enumerate(e["logits"]) if x is not None]
+    assert (e["position"], len(allowed), e["kv_head"]) == (10, 11, 1)
+    assert [two(scores[at[t]]) for t in (" elephant", " to", "The")] == ["37.53", "36.13", "35.38"]
+    assert [two(weights[at[t]]) for t in (" elephant", " to", "The")] == ["0.18", "0.15", "0.14"]
+    assert two((scores[el] - scores[at["The"]]) / 8) == "0.27"  # the three scaled scores' spread
+    assert [two(x) for x in (q[24], k[el, 24], q[24] * k[el, 24], q[24] * k[at[" to"], 24])] == [
+        "-1.95", "9.65", "-18.79", "-25.02",
+    ]  # fmt: skip
+    others = [j for j in allowed if tokens[j] not in ("The", " the")]
+    assert f"{k[others, 24].min():.0f} {k[others, 24].max():.0f}" == "9 13"
+    taken = -q[24] * k[others, 24]
+    assert f"{taken.min():.1f} {taken.max():.1f}" == "18.4 25.5"
+    assert [two(k[at[t], 56]) for t in ("The", " the", " elephant")] == ["4.08", "3.99", "2.78"] and two(
+        q[56]
+    ) == "6.43"
+    mean = scores[allowed].mean()
+    parts = q * (k[el] - k[allowed].mean(axis=0))
+    top = np.argsort(-np.abs(parts))[:3]
+    assert (two(scores[el] - mean), two(mean)) == ("6.82", "30.72")
+    assert [(int(d), two(parts[d])) for d in top] == [(22, "-5.67"), (56, "5.53"), (52, "4.09")]
+    lengths = np.linalg.norm(k, axis=1)
+    cosines = k @ q / (lengths * np.linalg.norm(q))
+    assert (two(lengths[el]), two(cosines[el]), two(cosines[at["The"]])) == ("17.75", "0.17", "0.46")
+    for line in (
+        "it · elephant = 37.53: d24 (-1.95) × 9.65 = -18.79, d56 6.43 × 2.78 = 17.91, d49 1.96 × 3.81 = 7.46",
+        "it · to = 36.13: d24 (-1.95) × 12.86 = -25.02, d49 1.96 × 3.46 = 6.77, d11 (-2.59) × (-2.49) = 6.43",
+        "Softmax weighs only how scores differ: elephant, the heaviest key, scores 6.82 above the mean of the "
+        "11 keys it may see (30.72); the features that set it apart, q_d × (k_d − the keys' mean k_d): d22 "
+        "-5.67, d56 +5.53, d52 +4.09.",
+        "grouped-query attention: query head 3 reads K/V head 1 of 3, which heads 3, 4, 5 share",
+    ):
+        said(line, DOC)
+    view = Attn()(*args, "-f", "table", env={"COLUMNS": "130"})
+    assert view.exit_code == 0, view.output
+    for line in (
+        "it · elephant = 37.53: d24 (-1.95) × 9.65 = -18.79",
+        "Softmax weighs only how scores differ: elephant, the heaviest key, scores 6.82 above",
+    ):
+        said(line, view.stdout)
+    said(
+        'Dimension 56 of q (6.43) meets a large k_56 in "The" and " the" (4.08, 3.99) and a smaller one in '
+        '" elephant" (2.78).',
+        DOC,
+    )

@@ -11,7 +11,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from attncli.cli.describe import call_of, sentence, settings_line
+from attncli.cli.explained_scores import score_sentences, score_terms
 from attncli.cli.model_options import model_line
+from attncli.cli.written import TERMS, columns, factor, vector
 from attncli.errors import UsageError
 from attncli.text import clip, parse_index, plural
 
@@ -23,7 +25,6 @@ if TYPE_CHECKING:
     from attncli.core.reference import Steps
     from attncli.output.heatmap import ViewStyle
 
-TERMS = 8  # terms written out in a sum before the rest are summarised
 ORDER = (
     "logits = softcap(scale · q·k / temperature) + bias + ALiBi (q, k rotated by RoPE first); "
     "causal, window and mask set −∞; weights = e^logit / (Σ e^logit + e^sink)"
@@ -53,11 +54,13 @@ class Page:
     i: int  # the query written out term by term
     precision: int
     style: ViewStyle | None = None
+    whole: Call | None = None  # the call the settings are said for, when Q is one row of it (trace --explain)
+    wide: int | None = None  # rows of features wider than this are written a row a line, their first numbers
 
     def __post_init__(self) -> None:
         from attncli.cli.run_result import shown_labels
 
-        self.call: Call = call_of(self.inputs.q.shape, self.inputs.k.shape)
+        self.call: Call = self.whole or call_of(self.inputs.q.shape, self.inputs.k.shape)
         self.rows, self.key_rows, self.key_cols = shown_labels(self.inputs)
         self.numbers: Iterator[int] = itertools.count(1)
 
@@ -71,9 +74,16 @@ class Page:
 
         return Text.assemble((f"{next(self.numbers)}. {title}", "bold underline"), *("\n" + s for s in sentences if s))
 
-    def table(self, values: np.ndarray, row_labels: list[Any], col_labels: list[Any], title: str) -> Any:
-        from attncli.output.render import number_table
+    def table(
+        self, values: np.ndarray, row_labels: list[Any], col_labels: list[Any], title: str, features: bool = False
+    ) -> Any:
+        """A matrix as a table; rows of ``features`` (q, k, v: not one column per key) wider than
+        ``wide`` a row a line."""
+        from attncli.output.render import number_table, vector_lines
 
+        if features and self.wide is not None and values.shape[-1] > self.wide:
+            shown = [vector(row, self.precision, self.wide // 2) for row in values]
+            return vector_lines(shown, row_labels, title=f"{title} (-f json: every number)")
         return number_table(values, row_labels, col_labels, precision=self.precision, title=title)
 
 
@@ -190,7 +200,7 @@ def attention_sections(page: Page, scores_title: str = "Scores: QKᵀ") -> list[
                 None if steps.allowed is None else steps.allowed[i],
             )
         ),
-        page.table(steps.output, page.rows, inputs.columns, "output = weights · V"),
+        page.table(steps.output, page.rows, inputs.columns, "output = weights · V", features=True),
     ]
 
 
@@ -203,8 +213,8 @@ def rope_section(page: Page) -> list[Any]:
     return [
         page.heading(f"RoPE ({rope.style}): Q and K rotated by position", page.said("rope")),
         *frequency_table(page),
-        page.table(rotated[0], page.rows, names, "RoPE(Q)"),
-        page.table(rotated[1], page.key_rows, names, "RoPE(K)"),
+        page.table(rotated[0], page.rows, names, "RoPE(Q)", features=True),
+        page.table(rotated[1], page.key_rows, names, "RoPE(K)", features=True),
     ]
 
 
@@ -277,119 +287,6 @@ def mask_section(page: Page) -> list[Any]:
     ]
 
 
-def score_sentences(page: Page) -> list[str]:
-    """What a score is, and the first one written out for the query (of the rotated
-    Q and K with RoPE), in the tables' number format."""
-    import math
-
-    from attncli.output.blocks import fmt
-
-    inputs, i, precision = page.inputs, page.i, page.precision
-    rotated = page.steps.rotated
-    q, k = (inputs.q.values[i], inputs.k.values[0]) if rotated is None else (rotated[0][i], rotated[1][0])
-    products = [f"{factor(a, precision)} × {factor(b, precision)}" for a, b in zip(q.tolist(), k.tolist(), strict=True)]
-    dot = f"{inputs.queries[i]} · {inputs.keys[0]} = {terms(products)} = {fmt(float(q @ k), precision)}"
-    if inputs.options.similarity == "cosine":
-        lengths = math.sqrt(float(q @ q)) * math.sqrt(float(k @ k))
-        cosine = float(q @ k) / lengths if lengths else 0.0
-        return [
-            "A score is the cosine similarity of a query and a key: their dot product divided by both "
-            "lengths, from −1 (opposite directions) to 1 (the same direction).",
-            dot,
-            f"cos({inputs.queries[i]}, {inputs.keys[0]}) = {fmt(float(q @ k), precision)} / "
-            f"({fmt(math.sqrt(float(q @ q)), precision)} × {fmt(math.sqrt(float(k @ k)), precision)}) "
-            f"= {fmt(cosine, precision)}",
-        ]
-    return [
-        "A score is the dot product of a query and a key: multiply them number by number and add up. "
-        "The more alike they are, the bigger the score.",
-        dot,
-        *magnitude_sentences(page),
-    ]
-
-
-def query_and_keys(page: Page) -> tuple[np.ndarray, np.ndarray]:
-    """The query's row and K as they meet in the scores (rotated by RoPE when it is on)."""
-    rotated = page.steps.rotated
-    if rotated is None:
-        return page.inputs.q.values[page.i], page.inputs.k.values
-    return rotated[0][page.i], rotated[1]
-
-
-def allowed_keys(page: Page) -> list[int]:
-    """The keys the query may attend to."""
-    allowed = page.steps.allowed
-    n_k = page.steps.weights.shape[-1]
-    return [j for j in range(n_k) if allowed is None or allowed[page.i, j]]
-
-
-def magnitude_sentences(page: Page) -> list[str]:
-    """Seed 000's footnote, when it bites: the key with the biggest dot product is not
-    the one pointing most nearly the query's way, because length counts as well as direction."""
-    import numpy as np
-
-    from attncli.output.blocks import fmt
-
-    q, k = query_and_keys(page)
-    keys = allowed_keys(page)
-    lengths = np.sqrt(np.einsum("ij,ij->i", k, k))  # [n_k]
-    q_length = float(np.sqrt(q @ q))
-    if len(keys) < 2 or q_length == 0 or not lengths[keys].all():
-        return []
-    dots = k[keys] @ q  # [n_keys]
-    cosines = dots / (lengths[keys] * q_length)
-    by_dot, by_cos = keys[int(np.argmax(dots))], keys[int(np.argmax(cosines))]
-    if by_dot == by_cos or dots.max() == dots[keys.index(by_cos)]:
-        return []
-    p, names, query = page.precision, page.inputs.keys, page.inputs.queries[page.i]
-    return [
-        f"Here length, not direction, decides: {names[by_dot]} has the biggest score with {query} "
-        f"({fmt(float(dots.max()), p)}, length {fmt(float(lengths[by_dot]), p)}), but {names[by_cos]} points most "
-        f"nearly the same way (cosine {fmt(float(cosines.max()), p)} against "
-        f"{fmt(float(cosines[keys.index(by_dot)]), p)}, length {fmt(float(lengths[by_cos]), p)}). The dot product "
-        "rewards long vectors as well as alike ones (seed 000's footnote); --similarity cosine compares "
-        "directions only."
-    ]
-
-
-TOP_TERMS = 3  # the products named for each key's score
-SCORE_LINES = 16  # keys whose scores are written out before only the highest are
-
-
-def score_terms(page: Page) -> list[Any]:
-    """Each key's score for the query, with the products that add the most to it:
-    which features made the score high (or low)."""
-    import numpy as np
-    from rich.text import Text
-
-    from attncli.output.blocks import fmt
-
-    if page.inputs.options.similarity == "cosine":
-        return []
-    q, k = query_and_keys(page)
-    p, query = page.precision, page.inputs.queries[page.i]
-    names = page.inputs.q.col_labels or page.inputs.k.col_labels or columns(q.shape[-1])
-    if len(names) != q.shape[-1]:
-        names = columns(q.shape[-1])
-    keys = list(range(k.shape[0]))
-    dots = k @ q  # [n_k]
-    shown = keys if len(keys) <= SCORE_LINES else sorted(keys, key=lambda j: -dots[j])[:TERMS]
-    lines = []
-    for j in shown:
-        products = q * k[j]  # [d_k], the terms of q·k_j
-        top = np.argsort(-np.abs(products), kind="stable")[:TOP_TERMS]
-        named = ", ".join(
-            f"{names[d]} {factor(float(q[d]), p)} × {factor(float(k[j, d]), p)} = {fmt(float(products[d]) + 0.0, p)}"
-            for d in top
-        )
-        lines.append(f"{query} · {page.inputs.keys[j]} = {fmt(float(dots[j]), p)}: {named}")
-    more = len(keys) - len(shown)
-    biggest = f"its {TOP_TERMS} biggest terms" if q.shape[-1] > TOP_TERMS else "its terms, biggest first"
-    intro = f"Each key's score for {query}, with {biggest} (the features that made it high or low)"
-    intro += f"; the {len(shown)} highest of {len(keys)} keys:" if more else ":"
-    return [Text("\n".join([intro, *lines]))]
-
-
 def weighted_sum(
     label: str,
     weights: np.ndarray,
@@ -410,33 +307,6 @@ def weighted_sum(
     rest = [j for j in keys if j not in shown]
     tail = f" + … ({len(rest)} more keys, weight {fmt(sum(weights[j] for j in rest), precision)})" if rest else ""
     return f"{label}: {' + '.join(written) or '0'}{tail} = {vector(output, precision)}"
-
-
-def factor(x: float, precision: int) -> str:
-    """A number in a product, as the tables show it, in brackets when negative: 2.000 × (-1.000)."""
-    from attncli.output.blocks import fmt
-
-    text = fmt(x, precision)
-    return f"({text})" if text.startswith("-") else text
-
-
-def vector(row: np.ndarray, precision: int, limit: int = 4) -> str:
-    """'[1.000, 0.000]', or '[0.100, 0.200, 0.300, 0.400, … 46 more]' for a long row."""
-    from attncli.output.blocks import fmt
-
-    values = [fmt(x, precision) for x in row.tolist()[:limit]]
-    more = f", … {len(row) - limit} more" if len(row) > limit else ""
-    return f"[{', '.join(values)}{more}]"
-
-
-def terms(written: list[str]) -> str:
-    """'a + b + c', or the first TERMS terms and how many more."""
-    more = len(written) - TERMS
-    return " + ".join(written[:TERMS]) + (f" + … ({more} more)" if more > 0 else "")
-
-
-def columns(d: int) -> list[str]:
-    return [f"d{j}" for j in range(d)]
 
 
 def backward_sections(page: Page, b: dict[str, np.ndarray]) -> list[Any]:

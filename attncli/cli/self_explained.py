@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from attncli.cli.explained import Page, attention_sections, columns, factor, terms, variant_lines, vector
+from attncli.cli.explained import Page, attention_sections, variant_lines
+from attncli.cli.written import columns, projected_feature, vector
 from attncli.text import plural
 
 if TYPE_CHECKING:
@@ -201,9 +202,11 @@ def projection_sections(e: Explained, page: Page) -> list[Any]:
         "k and v are made the same way from every key's row."
     )
     written = [
-        _written(f"q_{e.inputs.queries[e.i]}[0]", x[e.i], e.w["wq"][:, qk.start], e.inputs.given("bq"), qk.start, p),
-        _written(f"k_{keys[0]}[0]", z[0], e.w["wk"][:, qk.start], e.inputs.given("bk"), qk.start, p),
-        _written(f"v_{keys[0]}[0]", z[0], e.w["wv"][:, vc.start], e.inputs.given("bv"), vc.start, p),
+        projected_feature(
+            f"q_{e.inputs.queries[e.i]}[0]", x[e.i], e.w["wq"][:, qk.start], e.inputs.given("bq"), qk.start, p
+        ),
+        projected_feature(f"k_{keys[0]}[0]", z[0], e.w["wk"][:, qk.start], e.inputs.given("bk"), qk.start, p),
+        projected_feature(f"v_{keys[0]}[0]", z[0], e.w["wv"][:, vc.start], e.inputs.given("bv"), vc.start, p),
     ]
     shapes = f"W_Q and W_K {x.shape[1]}×{e.w['wq'].shape[1]}, W_V {z.shape[1]}×{e.w['wv'].shape[1]}"
     random = f" ({', '.join(e.random)} drawn at random)" if e.random else ""
@@ -220,20 +223,6 @@ def projection_sections(e: Explained, page: Page) -> list[Any]:
         page.table(inputs.k.values, page.key_rows, columns(d_head), f"K: a key per token, {len(keys)}×{d_head}"),
         page.table(inputs.v.values, page.key_rows, inputs.columns, f"V: a value per token, {len(keys)}×{d_vh}"),
     ]
-
-
-def _written(name: str, row: np.ndarray, column: np.ndarray, bias: np.ndarray | None, at: int, p: int) -> str:
-    """'q_it[0] = 0.100 × 0.300 + … + b 0.100 = 1.234': one projected feature term by term."""
-    from attncli.output.blocks import fmt
-
-    products = [f"{factor(a, p)} × {factor(b, p)}" for a, b in zip(row.tolist(), column.tolist(), strict=True)]
-    value = float(row @ column)
-    tail = ""
-    if bias is not None:
-        b = float(bias.reshape(-1)[at])
-        value += b
-        tail = f" + {factor(b, p)} (bias)"
-    return f"{name} = {terms(products)}{tail} = {fmt(value, p)}"
 
 
 def output_projection(e: Explained, page: Page) -> list[Any]:
@@ -253,7 +242,7 @@ def output_projection(e: Explained, page: Page) -> list[Any]:
         ]
     lines = [
         f"concat of {query} = {vector(merged, p)}",
-        _written(f"output_{query}[0]", merged, w_o[:, 0], e.inputs.given("bo"), 0, p),
+        projected_feature(f"output_{query}[0]", merged, w_o[:, 0], e.inputs.given("bo"), 0, p),
         f"output of {query} = {vector(output, p)}",
     ]
     bias = " + b_o" if e.inputs.given("bo") is not None else ""

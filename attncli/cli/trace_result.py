@@ -7,7 +7,8 @@ rope_theta), ``attention`` (each group of layers' settings as every attention
 command writes them, from ``core.options.SAYINGS``), ``tokens``, ``layers``,
 ``heads``, ``queries`` and ``weights`` (layer × head × query × key, a pair the
 model forbids ``null``), and as asked ``aggregate``, ``others``, ``next``,
-``next_at_query``, ``generated``, ``summary``.
+``next_at_query``, ``generated``, ``summary``, ``explain`` (--explain: the
+query's steps through the head, ``trace_explained.explain_data``).
 """
 
 from __future__ import annotations
@@ -104,6 +105,10 @@ def trace_data(traced: Traced) -> dict[str, Any]:
                 data[name] = {**prediction_data(p), "position": shown.get(p.position, p.position)}
         if traced.generated:
             data["generated"] = traced.shown(traced.generated)
+    if traced.explained is not None:
+        from attncli.cli.trace_explained import explain_data
+
+        data["explain"] = explain_data(traced)
     return data
 
 
@@ -117,6 +122,12 @@ def trace_result(traced: Traced, *, explicit: bool, precision: int, style: ViewS
         from attncli.output.render import stack
 
         body: list[RenderableType]
+        if traced.explained is not None:
+            from attncli.cli.trace_explained import explained_view
+
+            return stack(
+                explained_view(traced, precision, style), *([v.next_view(traced, precision)] if traced.next else [])
+            )
         if traced.summaries is not None:
             body = [v.summary_view(traced, precision)]
         elif traced.query is not None and not explicit:

@@ -20,7 +20,7 @@ from attncli.text import clip, parse_index
 if TYPE_CHECKING:
     import numpy as np
 
-    from attncli.models import HeadSummaries, LayerAttention, Model, Prediction
+    from attncli.models import HeadSteps, HeadSummaries, LayerAttention, Model, Prediction
 
 
 @dataclass(frozen=True)
@@ -35,9 +35,14 @@ class TraceRequest:
     generate: int = 0
     summary: bool = False
     aggregate: str | None = None  # "mean", "max" or "rollout"
+    explain: bool = False  # --query's steps through the one --layer and --head
 
     def check(self, fmt: str | None) -> None:
         """Options that do not fit together (``fmt``: the --format given), refused before the model is read."""
+        if self.explain:
+            from attncli.cli.trace_explained import check_explain
+
+            check_explain(self)
         if self.summary:
             if self.query is not None or self.aggregate is not None:
                 other = "--query" if self.query is not None else "--aggregate"
@@ -78,6 +83,8 @@ class Traced:
     prompt_length: int = 0  # tokens of the text; those after it were generated
     aggregate: str | None = None
     attention: tuple[LayerAttention, ...] = ()  # a decoder's layers' options and where they came from
+    ids: list[int] = field(default_factory=list)  # the token ids of the run
+    explained: HeadSteps | None = None  # --explain: the query through the one layer and head
 
     @property
     def decoder(self) -> bool:
@@ -94,6 +101,16 @@ class Traced:
 
 def run_trace(model: Model, text: str, request: TraceRequest) -> Traced:
     """The model on the text, as the request asks."""
+    traced = _run(model, text, request)
+    if request.explain:
+        from attncli.models import explain_head
+
+        assert traced.query is not None  # check_explain: --explain has a --query, one --layer and one --head
+        traced.explained = explain_head(model, traced.ids, traced.layers[0], traced.heads[0], traced.query)
+    return traced
+
+
+def _run(model: Model, text: str, request: TraceRequest) -> Traced:
     top_next = request.top_next
     if model.family.decoder is None:
         if request.generate:
@@ -212,6 +229,7 @@ def _encoder(model: Model, text: str, request: TraceRequest) -> Traced:
         summaries=summarise(full) if request.summary else None,
         prompt_length=len(t.tokens),
         aggregate=request.aggregate,
+        ids=t.ids,
     )
     if request.summary:
         return traced
@@ -314,6 +332,7 @@ def _decoder(model: Model, text: str, request: TraceRequest) -> Traced:
         prompt_length=d.prompt_length,
         aggregate=request.aggregate,
         attention=d.attention,
+        ids=d.ids,
     )
     if request.summary:
         return traced

@@ -15,6 +15,8 @@ Python API::
                Selection(layers=(3,), summaries=True))
     d.weights, d.next[0].tokens, d.summaries.first   # [1, 9, n, n], [' big', …], [30, 9]
     generate(model, "The pink elephant", 20).generated
+    h = explain_head(model, d.ids, layer=9, head=3, query=10)         # one token through one head
+    h.x[10], h.q_used, h.steps.weights[0], h.attended, h.projected    # every step, the model's numbers
 
 A model is a Hugging Face folder: ``config.json``, ``model.safetensors`` (or
 its shards and ``model.safetensors.index.json``) and ``vocab.txt`` or
@@ -42,6 +44,7 @@ The modules, one job each:
     llama.py        the Llama family: Llama, Mistral, Qwen2 (decoders)
     decoder.py      a decoder's layers driven with a KV cache; Selection, Kept, HeadSummaries
     decoding.py     decode, generate -> Decoded (tokens, weights, next-token predictions); predictions
+    explaining.py   explain_head -> HeadSteps: one query through one head of one layer, every step
     aggregates.py   maps combined: over heads (mean, max), through layers (rollout)
     blocks.py       what families share: Linear, Norm, dense, layer_norm, rms_norm, activations
     pooling.py      sentence-transformers' pooling modes
@@ -52,6 +55,7 @@ from attncli.models.base import Family
 from attncli.models.conventions import CONVENTIONS, LayerAttention, layer_attention
 from attncli.models.decoder import HeadSummaries, Selection
 from attncli.models.decoding import Decoded, Prediction, decode, generate
+from attncli.models.explaining import HeadSteps, explain_head
 from attncli.models.families import FAMILIES
 from attncli.models.fields import Fields
 from attncli.models.loading import Model, load_model
@@ -64,6 +68,7 @@ __all__ = [
     "Decoded",
     "Family",
     "Fields",
+    "HeadSteps",
     "HeadSummaries",
     "LayerAttention",
     "Model",
@@ -71,6 +76,7 @@ __all__ = [
     "Selection",
     "Trace",
     "decode",
+    "explain_head",
     "generate",
     "layer_attention",
     "load_model",

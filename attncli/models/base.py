@@ -8,10 +8,15 @@ config implies (nanoGPT's ``from_pretrained`` asserts names and shapes the
 same way), so a family module never opens a file.
 
 A decoder family (``gpt2.py``, ``llama.py``) also gives its ``DecoderSteps``
-(embed, project to Q/K/V, finish a layer, the output head), which
-``decoder.run`` drives layer by layer with a KV cache, keeping only the
-attention weights asked for; and the names of its tensors in a GGUF file
-(``GgufNames``).
+(embed, the norm before attention, project to Q/K/V, finish a layer, the
+output head), which ``decoder.run`` drives layer by layer with a KV cache,
+keeping only the attention weights asked for; and the names of its tensors in
+a GGUF file (``GgufNames``).
+
+Every family also gives its ``probe``: one layer's attention as its forward
+pass runs it (``LayerProbe``: the rows the projections read, Q, K, V, each
+head's output, W_Q, W_K, W_V, W_O), what ``attn trace --explain`` walks through
+(``explaining.explain_head``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from attncli.core.arrays import shape_text
+from attncli.core.options import AttentionOptions
 from attncli.errors import AttnError, ShapeError
 from attncli.models.blocks import Linear, Norm
 
@@ -51,6 +57,37 @@ Forward = Callable[[P, C, np.ndarray, np.ndarray, np.ndarray], tuple[np.ndarray,
 
 
 @dataclass(frozen=True)
+class AttentionParams:
+    """One layer's attention projections, as x @ W + b wants them ([d_in, d_out]; views
+    of the family's own params, e.g. GPT-2's ``c_attn`` cut in three)."""
+
+    q: Linear  # W_Q [d_model, n_head · head_dim], b_q
+    k: Linear  # W_K [d_model, n_kv_head · head_dim], b_k
+    v: Linear  # W_V [d_model, n_kv_head · d_v], b_v
+    o: Linear  # W_O [n_head · d_v, d_model], b_o: the heads' outputs side by side -> the model's width
+
+
+@dataclass(frozen=True)
+class LayerProbe:
+    """One layer's attention as the family's forward pass ran it, for one sequence:
+    what it read, what it made of it, and the weights it used."""
+
+    layer: int
+    x: np.ndarray  # [n, d_model] the rows the projections read (after the layer's norm, where there is one)
+    q: np.ndarray  # [n_head, n, head_dim] as projected: RoPE, if any, is attention's (not applied here)
+    k: np.ndarray  # [n_kv_head, n, head_dim]
+    v: np.ndarray  # [n_kv_head, n, d_v]
+    attended: np.ndarray  # [n_head, n, d_v] each head's output, Σ_j α_ij v_j, before W_O
+    params: AttentionParams
+    options: AttentionOptions  # the layer's attention settings, every head's
+    read: str  # what x is, in words: "the residual stream after RMSNorm (input_layernorm)"
+
+
+# probe(params, config, ids [n], layer) -> that layer's attention on the sequence
+Probe = Callable[[P, C, np.ndarray, int], LayerProbe]
+
+
+@dataclass(frozen=True)
 class DecoderSteps(Generic[C, P]):
     """A decoder's forward pass cut where attention goes, so that ``decoder.run``
     can drive every family's layers alike (one token at a time with a cache,
@@ -60,13 +97,18 @@ class DecoderSteps(Generic[C, P]):
     """
 
     embed: Callable[[P, C, np.ndarray, int], np.ndarray]  # (ids [n], position of the first) -> x [n, d_model]
-    # (params of layer i, config, x [n, d_model]) -> q [n_head, n, d], k [n_kv_head, n, d], v [n_kv_head, n, d]
+    # (params of layer i, config, x [n, d_model]) -> the rows attention's projections read [n, d_model]
+    attn_input: Callable[[Any, C, np.ndarray], np.ndarray]
+    # (params of layer i, config, attn_input's rows [n, d_model])
+    #   -> q [n_head, n, d], k [n_kv_head, n, d], v [n_kv_head, n, d]
     project: Callable[[Any, C, np.ndarray], tuple[np.ndarray, np.ndarray, np.ndarray]]
     # (params of layer i, config, x [n, d_model], attended [n_head, n, d]) -> x [n, d_model] after the layer
     finish: Callable[[Any, C, np.ndarray, np.ndarray], np.ndarray]
     layers: Callable[[P], Sequence[Any]]  # params -> each layer's params
     norm: Callable[[P, C, np.ndarray], np.ndarray]  # the final norm: x [m, d_model] -> [m, d_model]
     logits: Callable[[P, C, np.ndarray], np.ndarray]  # the output head: normed x [m, d_model] -> [m, n_vocab]
+    attn_params: Callable[[Any], AttentionParams]  # params of layer i -> its W_Q, W_K, W_V, W_O (what project uses)
+    attn_read: str  # what attn_input gives, in words: "the residual stream after RMSNorm (input_layernorm)"
 
 
 @dataclass(frozen=True)
@@ -89,6 +131,7 @@ class Family(Generic[C, P]):
     config: Callable[[Mapping[str, Any], str], C]  # config.json (and its path, for errors) -> typed config
     params: Callable[[Tensors, C], P]  # the checkpoint's tensors -> typed params, picked by name
     forward: Forward[P, C]  # every layer's and head's weights of a batch (what `trace` and embeddings use)
+    probe: Probe[P, C]  # one layer's attention on one sequence, as forward runs it (attn trace --explain)
     decoder: DecoderSteps[C, P] | None = None  # a causal language model: its steps, for decoder.run
     gguf: GgufNames | None = None  # its tensors' names in GGUF files, where attn reads those
 

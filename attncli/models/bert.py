@@ -29,9 +29,18 @@ import numpy as np
 from attncli.core.api import attention
 from attncli.core.multihead import merge_heads, split_heads
 from attncli.core.options import AttentionOptions
-from attncli.errors import AttnError
-from attncli.models.base import Family, Tensors, check_heads, positive_number, whole_number
+from attncli.errors import AttnError, UsageError
+from attncli.models.base import (
+    AttentionParams,
+    Family,
+    LayerProbe,
+    Tensors,
+    check_heads,
+    positive_number,
+    whole_number,
+)
 from attncli.models.blocks import ACTIVATIONS, Linear, Norm, dense, layer_norm
+from attncli.text import plural
 
 
 @dataclass(frozen=True)
@@ -145,17 +154,27 @@ def embed(params: BertParams, config: BertConfig, ids: np.ndarray, types: np.nda
     return layer_norm(x, params.embed_norm, config.eps)
 
 
-def self_attention(x: np.ndarray, allowed: np.ndarray, lp: LayerParams, n_head: int) -> tuple[np.ndarray, np.ndarray]:
-    """Multi-head self-attention: project, split heads, attend, merge, project out.
+def project(x: np.ndarray, lp: LayerParams, n_head: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Q, K, V, split into heads: [b, n, d_model] -> [b, n_head, n, d_k] each."""
+    return (
+        split_heads(dense(x, lp.query), n_head),
+        split_heads(dense(x, lp.key), n_head),
+        split_heads(dense(x, lp.value), n_head),
+    )
 
-    ``allowed`` [b, n] is False at padding, which no query may attend to.
-    """
-    # [b, n, d_model], [b, n] -> [b, n, d_model], weights [b, n_head, n, n]
-    q = split_heads(dense(x, lp.query), n_head)  # [b, n_head, n, d_k]
-    k = split_heads(dense(x, lp.key), n_head)
-    v = split_heads(dense(x, lp.value), n_head)
+
+def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every head's attention; ``allowed`` [b, n] is False at padding, which no query may attend to."""
+    # [b, n_head, n, d_k] each, [b, n] -> heads [b, n_head, n, d_k], weights [b, n_head, n, n]
     heads, weights = attention(q, k, v, AttentionOptions(mask=allowed[:, None, None, :]))  # mask [b, 1, 1, n_k]
     assert weights is not None  # need_weights is on by default
+    return heads, weights
+
+
+def self_attention(x: np.ndarray, allowed: np.ndarray, lp: LayerParams, n_head: int) -> tuple[np.ndarray, np.ndarray]:
+    """Multi-head self-attention: project, split heads, attend, merge, project out."""
+    # [b, n, d_model], [b, n] -> [b, n, d_model], weights [b, n_head, n, n]
+    heads, weights = attend(*project(x, lp, n_head), allowed)
     return dense(merge_heads(heads), lp.attn_out), weights
 
 
@@ -194,6 +213,38 @@ def forward(
     return x, np.stack(per_layer)
 
 
+def attn_params(lp: LayerParams) -> AttentionParams:
+    return AttentionParams(q=lp.query, k=lp.key, v=lp.value, o=lp.attn_out)
+
+
+def probe(params: BertParams, config: BertConfig, ids: np.ndarray, layer: int) -> LayerProbe:
+    """One layer's attention on one text, as ``forward`` runs it (a batch of one, the
+    same calls): layers before it, then its projections and heads."""
+    if not 0 <= layer < config.n_layer:
+        raise UsageError(f"layer {layer} is out of range: there are {plural(config.n_layer, 'layer')}")
+    ids = np.asarray(ids)[None]  # [1, n]
+    allowed = np.ones(ids.shape, dtype=bool)
+    x = embed(params, config, ids, np.zeros_like(ids))
+    for lp in params.layers[:layer]:
+        x, _ = encoder_layer(x, allowed, lp, config)
+    lp = params.layers[layer]
+    q, k, v = project(x, lp, config.n_head)  # [1, n_head, n, d_k] each
+    heads, _ = attend(q, k, v, allowed)
+    return LayerProbe(
+        layer,
+        x[0],
+        q[0],
+        k[0],
+        v[0],
+        heads[0],
+        attn_params(lp),
+        AttentionOptions(),
+        "the layer's input, already normalised (BERT's LayerNorm comes after each sublayer)"
+        if layer
+        else "the embeddings, after their LayerNorm",
+    )
+
+
 FAMILY: Family[BertConfig, BertParams] = Family(
     name="BERT",
     architecture="BertModel",
@@ -201,4 +252,5 @@ FAMILY: Family[BertConfig, BertParams] = Family(
     config=BertConfig.from_dict,
     params=read_params,
     forward=forward,
+    probe=probe,
 )

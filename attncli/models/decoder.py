@@ -31,7 +31,7 @@ from attncli.core.options import AttentionOptions
 from attncli.core.parallel import one_blas_thread
 from attncli.core.positions import LENGTH_DEPENDENT, alibi_slopes, band_allowed
 from attncli.errors import AttnError, UsageError
-from attncli.models.base import DecoderSteps, Forward
+from attncli.models.base import DecoderSteps, Forward, LayerProbe, Probe
 from attncli.text import plural
 
 WHOLE_BYTES = 64 << 20  # a layer's weights (every head) at most this are made in one reference call
@@ -220,6 +220,14 @@ class Cache:
 
 
 @dataclass
+class Catch:
+    """One layer's attention, caught as a pass goes by (``probe``)."""
+
+    layer: int
+    found: LayerProbe | None = None
+
+
+@dataclass
 class Pass:
     """What a forward pass gives: the final hidden states and the logits asked for."""
 
@@ -236,24 +244,32 @@ def run(
     cache: Cache | None = None,
     kept: Kept | None = None,
     predict: Sequence[int] = (),
+    catch: Catch | None = None,
 ) -> Pass:
     """The decoder on token ids [n], after the cache's tokens (if any).
 
-    Each layer: Q, K, V from the family's ``project``; attention with the
-    layer's options (``config.attention[i].options``: causal bottom-right, so
-    new queries follow cached keys); the family's ``finish``. ``kept`` receives
-    the weights of the queries of this pass; ``predict`` lists the positions
-    (of this pass, negative from the end) whose next-token logits are wanted.
+    Each layer: Q, K, V from the family's ``project`` of its ``attn_input``
+    (the layer's norm); attention with the layer's options
+    (``config.attention[i].options``: causal bottom-right, so new queries
+    follow cached keys); the family's ``finish``. ``kept`` receives the weights
+    of the queries of this pass; ``predict`` lists the positions (of this pass,
+    negative from the end) whose next-token logits are wanted; ``catch``
+    receives its layer's attention as it ran (``LayerProbe``).
     """
     start = cache.length if cache is not None else 0
     with one_blas_thread():
         x = steps.embed(params, config, ids, start)  # [n, d_model]
         for i, lp in enumerate(steps.layers(params)):
-            q, k, v = steps.project(lp, config, x)  # [H, n, d], [H_kv, n, d], [H_kv, n, d]
+            h = steps.attn_input(lp, config, x)  # [n, d_model]
+            q, k, v = steps.project(lp, config, h)  # [H, n, d], [H_kv, n, d], [H_kv, n, d]
             if cache is not None:
                 k, v = cache.add(i, k, v)  # [H_kv, start + n, d]
             keep = kept.layer(i) if kept is not None else None
-            x = steps.finish(lp, config, x, attend(q, k, v, config.attention[i].options, start, keep))
+            options = config.attention[i].options
+            attended = attend(q, k, v, options, start, keep)  # [H, n, d_v]
+            if catch is not None and catch.layer == i:
+                catch.found = LayerProbe(i, h, q, k, v, attended, steps.attn_params(lp), options, steps.attn_read)
+            x = steps.finish(lp, config, x, attended)
         if cache is not None:
             cache.length += len(ids)
         hidden = steps.norm(params, config, x)  # [n, d_model]
@@ -292,7 +308,7 @@ def attend(
             b = min(n_q, a + rows)
             kv = slice(h // group, h // group + 1)
             # [1, b − a, d] against keys 0 .. start + b − 1: bottom-right puts the block at start + a (RoPE too)
-            block, keys = (one, start + b) if not _length_dependent(one) else (_at(one, start + a, b - a, n_k), n_k)
+            block, keys = (one, start + b) if not _length_dependent(one) else (rows_at(one, start + a, b - a, n_k), n_k)
             _, w = attention(q[h : h + 1, a:b], k[kv, :keys], v[kv, :keys], block)
             assert w is not None
             keep.take([h], w, start + a)  # [1, b − a, keys]; later keys stay 0 (forbidden)
@@ -306,13 +322,20 @@ def _length_dependent(options: AttentionOptions) -> bool:
     )
 
 
-def _at(options: AttentionOptions, first: int, n_q: int, n_k: int) -> AttentionOptions:
-    """A block of n_q queries from position ``first`` against all n_k keys, so that RoPE
-    scaling sees the whole sequence's length (as the pass does): causal and the window
-    become the band of those rows as a mask, and RoPE places the queries explicitly."""
-    assert options.rope is not None
-    allowed = band_allowed(range(first, first + n_q), range(n_k), n_k, n_k, options.causal, options.window)
-    return options.but(causal=None, window=None, mask=allowed, rope=replace(options.rope, offset=first))
+def rows_at(options: AttentionOptions, first: int, n_q: int, n_k: int) -> AttentionOptions:
+    """A block of n_q queries from position ``first`` of an n_k-token sequence against all
+    n_k keys, so that RoPE scaling sees the whole sequence's length (as the pass does):
+    causal and the window become the band of those rows as a mask, and RoPE places the
+    queries explicitly. The block's numbers are then those rows of the whole's."""
+    if options.mask is not None:
+        raise AttnError("a decoder layer's options carry no mask")  # a bug: none of the families does
+    changes: dict[str, Any] = {}
+    if options.causal is not None or options.window is not None:
+        allowed = band_allowed(range(first, first + n_q), range(n_k), n_k, n_k, options.causal, options.window)
+        changes.update(causal=None, window=None, mask=allowed)
+    if options.rope is not None:
+        changes.update(rope=replace(options.rope, offset=first))
+    return options.but(**changes) if changes else options
 
 
 def one_head(options: AttentionOptions, h: int, n_head: int) -> AttentionOptions:
@@ -327,6 +350,21 @@ def one_head(options: AttentionOptions, h: int, n_head: int) -> AttentionOptions
     if options.mask is not None or options.bias is not None:
         raise AttnError("a decoder layer's options carry no mask or bias")  # a bug: none of the families does
     return options.but(**changes) if changes else options
+
+
+def probe_layer(steps: DecoderSteps[Any, Any]) -> Probe[Any, Any]:
+    """A decoder's ``Family.probe``: the whole sequence through ``run`` (the pass ``decode``
+    makes, the same numbers) up to the layer asked, its attention caught as it goes by."""
+
+    def probe(params: Any, config: Any, ids: np.ndarray, layer: int) -> LayerProbe:
+        catch = Catch(layer)
+        upto = replace(steps, layers=lambda p: steps.layers(p)[: layer + 1])  # no later layer is needed
+        run(upto, params, config, np.asarray(ids), catch=catch)
+        if catch.found is None:
+            raise UsageError(f"layer {layer} is out of range: there are {plural(config.n_layer, 'layer')}")
+        return catch.found
+
+    return probe
 
 
 def forward_all(steps: DecoderSteps[Any, Any]) -> Forward[Any, Any]:

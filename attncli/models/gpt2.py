@@ -27,10 +27,10 @@ import numpy as np
 
 from attncli.core.multihead import merge_heads, split_heads
 from attncli.errors import AttnError
-from attncli.models.base import DecoderSteps, Family, GgufNames, Tensors
+from attncli.models.base import AttentionParams, DecoderSteps, Family, GgufNames, Tensors
 from attncli.models.blocks import ACTIVATIONS, Linear, Norm, dense, layer_norm
 from attncli.models.conventions import CONVENTIONS, LayerAttention
-from attncli.models.decoder import forward_all
+from attncli.models.decoder import forward_all, probe_layer
 from attncli.models.fields import as_fields
 
 
@@ -130,11 +130,24 @@ def embed(params: Gpt2Params, config: Gpt2Config, ids: np.ndarray, start: int) -
     return params.wte[ids] + params.wpe[start : start + len(ids)]
 
 
-def project(lp: LayerParams, config: Gpt2Config, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    # [n, d_model] -> q, k, v [n_head, n, d_model / n_head] each
-    qkv = dense(layer_norm(x, lp.ln_1, config.eps), lp.c_attn)  # [n, 3 d_model]
+def attn_input(lp: LayerParams, config: Gpt2Config, x: np.ndarray) -> np.ndarray:
+    return layer_norm(x, lp.ln_1, config.eps)  # [n, d_model] -> [n, d_model]
+
+
+def project(lp: LayerParams, config: Gpt2Config, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # [n, d_model] (after ln_1) -> q, k, v [n_head, n, d_model / n_head] each
+    qkv = dense(h, lp.c_attn)  # [n, 3 d_model]: W_Q | W_K | W_V in one product
     q, k, v = np.split(qkv, 3, axis=-1)
     return split_heads(q, config.n_head), split_heads(k, config.n_head), split_heads(v, config.n_head)
+
+
+def attn_params(lp: LayerParams) -> AttentionParams:
+    """c_attn cut into W_Q, W_K, W_V (views), and c_proj, W_O."""
+    w, b = lp.c_attn.w, lp.c_attn.b
+    d = w.shape[0]
+    assert b is not None  # GPT-2's Conv1D has a bias
+    q, k, v = (Linear(w[:, i * d : (i + 1) * d], b[i * d : (i + 1) * d]) for i in range(3))
+    return AttentionParams(q=q, k=k, v=v, o=lp.c_proj)
 
 
 def finish(lp: LayerParams, config: Gpt2Config, x: np.ndarray, attended: np.ndarray) -> np.ndarray:
@@ -155,7 +168,15 @@ def logits(params: Gpt2Params, config: Gpt2Config, x: np.ndarray) -> np.ndarray:
 
 
 STEPS: DecoderSteps[Gpt2Config, Gpt2Params] = DecoderSteps(
-    embed=embed, project=project, finish=finish, layers=lambda p: p.layers, norm=norm, logits=logits
+    embed=embed,
+    attn_input=attn_input,
+    project=project,
+    finish=finish,
+    layers=lambda p: p.layers,
+    norm=norm,
+    logits=logits,
+    attn_params=attn_params,
+    attn_read="the residual stream after LayerNorm (ln_1)",
 )
 
 # llama.cpp's names (convert_hf_to_gguf.py writes Conv1D weights transposed, [d_out, d_in])
@@ -182,6 +203,7 @@ FAMILY: Family[Gpt2Config, Gpt2Params] = Family(
     config=Gpt2Config.from_dict,
     params=read_params,
     forward=forward_all(STEPS),
+    probe=probe_layer(STEPS),
     decoder=STEPS,
     gguf=GGUF,
 )

@@ -27,10 +27,10 @@ import numpy as np
 
 from attncli.core.multihead import merge_heads, split_heads
 from attncli.errors import AttnError
-from attncli.models.base import DecoderSteps, Family, GgufNames, Tensors
+from attncli.models.base import AttentionParams, DecoderSteps, Family, GgufNames, Tensors
 from attncli.models.blocks import ACTIVATIONS, Linear, dense, rms_norm
 from attncli.models.conventions import LayerAttention, convention_for
-from attncli.models.decoder import forward_all
+from attncli.models.decoder import forward_all, probe_layer
 from attncli.models.fields import as_fields
 
 
@@ -145,14 +145,21 @@ def embed(params: LlamaParams, config: LlamaConfig, ids: np.ndarray, start: int)
     return params.embed[ids]  # [n] -> [n, d_model]; positions enter through RoPE, in attention
 
 
-def project(lp: LayerParams, config: LlamaConfig, x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    # [n, d_model] -> q [n_head, n, head_dim], k and v [n_kv_head, n, head_dim]
-    h = rms_norm(x, lp.attn_norm, config.eps)
+def attn_input(lp: LayerParams, config: LlamaConfig, x: np.ndarray) -> np.ndarray:
+    return rms_norm(x, lp.attn_norm, config.eps)  # [n, d_model] -> [n, d_model]
+
+
+def project(lp: LayerParams, config: LlamaConfig, h: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    # [n, d_model] (after input_layernorm) -> q [n_head, n, head_dim], k and v [n_kv_head, n, head_dim]
     return (
         split_heads(dense(h, lp.q), config.n_head),
         split_heads(dense(h, lp.k), config.n_kv_head),
         split_heads(dense(h, lp.v), config.n_kv_head),
     )
+
+
+def attn_params(lp: LayerParams) -> AttentionParams:
+    return AttentionParams(q=lp.q, k=lp.k, v=lp.v, o=lp.o)
 
 
 def finish(lp: LayerParams, config: LlamaConfig, x: np.ndarray, attended: np.ndarray) -> np.ndarray:
@@ -173,7 +180,15 @@ def logits(params: LlamaParams, config: LlamaConfig, x: np.ndarray) -> np.ndarra
 
 
 STEPS: DecoderSteps[LlamaConfig, LlamaParams] = DecoderSteps(
-    embed=embed, project=project, finish=finish, layers=lambda p: p.layers, norm=norm, logits=logits
+    embed=embed,
+    attn_input=attn_input,
+    project=project,
+    finish=finish,
+    layers=lambda p: p.layers,
+    norm=norm,
+    logits=logits,
+    attn_params=attn_params,
+    attn_read="the residual stream after RMSNorm (input_layernorm)",
 )
 
 # llama.cpp's names; for the llama architecture it permutes the rows of Q and K
@@ -205,6 +220,7 @@ def family(name: str, architecture: str) -> Family[LlamaConfig, LlamaParams]:
         config=LlamaConfig.from_dict,
         params=read_params,
         forward=forward_all(STEPS),
+        probe=probe_layer(STEPS),
         decoder=STEPS,
         gguf=GGUF,
     )

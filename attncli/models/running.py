@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,7 @@ class Trace:
     special: list[bool]  # True for [CLS], [SEP] and the like
     hidden: np.ndarray  # [n, d_model] the last layer's vectors
     weights: np.ndarray  # [n_layer, n_head, n, n] attention weights: queries down, keys across
+    ids: list[int] = field(default_factory=list)  # the token ids
 
 
 @dataclass
@@ -81,7 +82,7 @@ def trace(model: Model, text: str) -> Trace:
     batch = tokenize(model, [text])
     hidden, weights = encode(model, batch)
     # [1, n, d], [n_layer, 1, n_head, n, n] -> [n, d], [n_layer, n_head, n, n]
-    return Trace(batch.tokens[0], batch.special[0], hidden[0], weights[:, 0])
+    return Trace(batch.tokens[0], batch.special[0], hidden[0], weights[:, 0], batch.ids[0].tolist())
 
 
 ModelLike = Model | str | os.PathLike[str]

@@ -62,6 +62,18 @@ def number_table(
     return _titled(title, Group(table, part.note) if part.note else table)
 
 
+def vector_lines(vectors: Sequence[str], rows: Sequence[Label], *, title: str | None = None) -> RenderableType:
+    """Rows too wide for a table, one a line: the label, then the row as written
+    (its first numbers); the first ``SHOWN_ROWS`` of them, and a line for the rest."""
+    shown, more = first_lines(len(vectors))
+    table = Table.grid(padding=(0, 2))
+    table.add_column(no_wrap=True)
+    table.add_column()
+    for i in shown:
+        table.add_row(terminal.label(rows[i]), vectors[i])
+    return _titled(title, Group(table, more) if more is not None else table)
+
+
 def _titled(title: str | None, body: RenderableType) -> RenderableType:
     """A title line above a table (a Table title would wrap to the table's width)."""
     return body if title is None else Group(Text(title, style="bold"), body)

@@ -39,6 +39,7 @@ Examples:
   attn trace "..." -m MODEL --layer 9 --head 4          # one head
   attn trace "..." -m MODEL --query it                  # where " it" looks, every layer and head
   attn trace "..." -m MODEL --query it --layer 9 --head 4   # its row, and the other tokens' mean
+  attn trace "..." -m MODEL --query it --layer 9 --head 4 --explain   # every step, which dimensions score
   attn trace "..." -m MODEL --generate 10               # greedy: 10 more tokens, then their attention
   attn trace "..." -m MODEL --summary                   # entropy, sink, previous token: every head
   attn trace "..." -m MODEL --aggregate rollout --layer -1   # attention rollout through every layer
@@ -160,6 +161,16 @@ def trace(
             "multiplied through every layer up to the one shown.",
         ),
     ] = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="Walk --query's token through one head (one --layer, one --head) with the model's numbers: its "
+            "row x after the layer's norm, q = x W_Q + b_q and every k, v, RoPE, each key's score and the "
+            "dimensions that made it high, the scale, the mask, the softmax, the weighted sum, and the head's "
+            "rows of W_O. JSON: under explain.",
+        ),
+    ] = False,
     out: OutputFlags = FROM_OUTPUT_OPTIONS,
     precision: PrecisionOption = 2,
     look: ViewFlags = FROM_VIEW_OPTIONS,
@@ -193,6 +204,7 @@ def trace(
         generate=generate,
         summary=summary,
         aggregate=None if aggregate is None else aggregate.value,
+        explain=explain,
     )
     request.check(None if out.fmt is None else out.fmt.value)
     traced = run_trace(load_model(model), text, request)
