@@ -1,7 +1,6 @@
-"""``attn explain``'s view: the steps one under another, each a heading, a
-sentence or two and the numbers (and with --grad the backward pass's). What each step shows comes from the
-reference's ``Steps`` (nothing is worked out again here) and what each
-setting says from the core's declaration (``core.options.SAYINGS``)."""
+"""``attn explain``'s view: the steps one under another (with --grad the backward pass's too),
+each a heading, a sentence or two and the numbers, from the reference's ``Steps`` (nothing
+worked out again) and each setting's sentence from the core (``core.options.SAYINGS``)."""
 
 from __future__ import annotations
 
