@@ -260,3 +260,14 @@ def test_byte_string_labels_read_as_text_everywhere(attn, tmp_path):
     for text in (csv.stdout, table.stdout):
         assert "apple" in text and "péar" in text and "b'" not in text
     assert "red" in csv.stdout.splitlines()[0]
+
+
+def test_a_text_files_first_comment_lines_are_its_description(attn, samples):
+    """samples/q.csv says its vectors are made up (seed 000's footnote): the header shows it, as a bundle's."""
+    result = attn("explain", samples / "q.csv", samples / "k.csv", samples / "v.csv", "-f", "table")
+    assert result.exit_code == 0, result.output
+    assert "Made-up vectors (seed 000's footnote): not word embeddings" in result.stdout.splitlines()[1]
+    from attncli.readers import read_input
+
+    bundle = read_input(b"# one\n# two\n1,2\n3,4\n", "x.csv")
+    assert bundle.meta == {"description": "one two"} and bundle.matrix().values.tolist() == [[1, 2], [3, 4]]

@@ -160,7 +160,9 @@ def read_inputs(
         meta = settings.fill({}, BUNDLE_META, frozenset())
         q, k, v = entries["q"], entries["k"], entries["v"]
     else:
-        q, k, v = (read_matrix_named(f, text, tensors=True) for f in files)
+        read = [read_named(f, text, tensors=True) for f in files]
+        q, k, v = (bundle.matrix() for bundle in read)
+        meta = {"description": next((b.meta["description"] for b in read if "description" in b.meta), None)}
     arrays = read_option_arrays(flags, text, entries, source, tensors=True)
     q, k, v = (replace(m, values=to_layout(m.values, layout)) for m in (q, k, v))
     check_tensors(flags, q.values, k.values, v.values)

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from attncli.errors import AttnError
-from attncli.readers.base import NUMBERS, Bundle, Input, Matrix, Request, decode_text, first_bad, not_finite
+from attncli.readers.base import LONE, NUMBERS, Bundle, Input, Matrix, Request, decode_text, first_bad, not_finite
 from attncli.readers.layout import (
     SEP_LINE,
     THOUSANDS,
@@ -37,15 +37,31 @@ DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", WHITESPACE: "spa
 
 
 def read_csv(source: Input, request: Request) -> Bundle:
-    return Bundle.of(read_text(source.data(), source.name, "csv", request))
+    return described(read_text(source.data(), source.name, "csv", request), source.data())
 
 
 def read_tsv(source: Input, request: Request) -> Bundle:
-    return Bundle.of(read_text(source.data(), source.name, "tsv", request))
+    return described(read_text(source.data(), source.name, "tsv", request), source.data())
 
 
 def read_txt(source: Input, request: Request) -> Bundle:
-    return Bundle.of(read_text(source.data(), source.name, "txt", request))
+    return described(read_text(source.data(), source.name, "txt", request), source.data())
+
+
+def described(matrix: Matrix, data: bytes) -> Bundle:
+    """The one matrix of a text file, with the comment lines it starts with as its
+    description ("# Made-up vectors: …"), as a bundle's ``description`` is."""
+    from attncli.readers.encodings import head_text
+
+    said = []
+    for line in head_text(data).splitlines():
+        if not line.strip():
+            continue
+        if not is_comment(line):
+            break
+        said.append(line.strip().lstrip("#").strip())
+    description = " ".join(s for s in said if s)
+    return Bundle({LONE: matrix}, {"description": description} if description else {})
 
 
 def read_text(data: bytes, source: str, fmt: str, request: Request) -> Matrix:
