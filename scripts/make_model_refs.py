@@ -273,8 +273,8 @@ def _seed(name: str) -> int:
 # --- transformers (torch) ------------------------------------------------------------------
 
 
-def build(name: str) -> Any:
-    """The case's model with random weights (torch's seed from the name), float64."""
+def build(name: str, dtype: str = "float64") -> Any:
+    """The case's model with random weights (torch's seed from the name), in ``dtype``."""
     import torch
     from transformers import AutoConfig, AutoModel, AutoModelForCausalLM, T5EncoderModel
 
@@ -291,7 +291,7 @@ def build(name: str) -> Any:
         model = AutoModelForCausalLM.from_config(
             config, attn_implementation=implementation, experts_implementation="eager"
         )
-    model = model.to(torch.float64).eval()
+    model = model.to(getattr(torch, dtype)).eval()
     with torch.no_grad():  # norms start at 1 (or 0 for Gemma's 1 + w) and biases at 0: give them something to do
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.2)
@@ -312,20 +312,38 @@ def attention_modules(model: Any) -> list[Any]:
     return found
 
 
-def capture(name: str) -> dict[str, np.ndarray]:
-    """Every layer's Q, K (before and after RoPE), V, output (and sinks, bias) for the case."""
+def as_numpy(x: Any) -> np.ndarray:
+    """A tensor's values as numpy holds them (bfloat16 as ml_dtypes' bfloat16, exactly)."""
     import torch
 
-    model, config = build(name)
+    x = x.detach()
+    if x.dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return x.to(torch.float32).numpy().astype(ml_dtypes.bfloat16)
+    return x.numpy().copy()
+
+
+def capture(name: str, dtype: str = "float64", tokens: int | None = None) -> dict[str, np.ndarray]:
+    """Every layer's Q, K (before and after RoPE), V, output (and sinks, bias) for the case.
+
+    float64 keeps transformers' softmax in float64; in bfloat16 or float16 the model runs
+    as Hugging Face runs it (softmax in float32, then the model's dtype). ``tokens``:
+    the seed of the token ids, when not the name's."""
+    import torch
+
+    model, config = build(name, dtype)
     modeling = importlib.import_module(type(model).__module__)
     layers = attention_modules(model)
-    ids = torch.tensor(np.random.default_rng(_seed(name)).integers(0, VOCAB, N_TOKENS))[None]
+    ids = torch.tensor(np.random.default_rng(_seed(name) if tokens is None else tokens).integers(0, VOCAB, N_TOKENS))[
+        None
+    ]
     got: dict[str, dict[str, Any]] = {str(i): {} for i in range(len(layers))}
     current = {"layer": 0}
     patched: dict[str, Any] = {}
 
     def heads(x: Any) -> np.ndarray:
-        return x.detach()[0].numpy().copy()
+        return as_numpy(x[0])
 
     def rope_wrapper(original: Any) -> Any:
         def wrapped(*args: Any, **kwargs: Any) -> Any:
@@ -354,7 +372,7 @@ def capture(name: str) -> dict[str, np.ndarray]:
             layer["qr"], layer["kr"], layer["v"] = heads(query), heads(key), heads(value)
             layer["out"] = heads(out[0].transpose(1, 2))
             if getattr(module, "sinks", None) is not None:
-                layer["sinks"] = module.sinks.detach().numpy().copy()
+                layer["sinks"] = as_numpy(module.sinks)
             if kwargs.get("position_bias") is not None:
                 layer["bias"] = heads(kwargs["position_bias"])
             return out
@@ -367,7 +385,8 @@ def capture(name: str) -> dict[str, np.ndarray]:
         """transformers' softmax in float64 (it asks for float32, rounding the weights to ~6e-8)."""
         return softmax(x, *args, dtype=None if x.dtype == torch.float64 else dtype, **kwargs)
 
-    torch.nn.functional.softmax = float64_softmax
+    if dtype == "float64":
+        torch.nn.functional.softmax = float64_softmax
     if hasattr(modeling, "eager_attention_forward"):
         patched["eager_attention_forward"] = modeling.eager_attention_forward
         modeling.eager_attention_forward = eager(modeling.eager_attention_forward)
@@ -434,12 +453,12 @@ def fused_hooks(name: str, module: Any, layer: dict[str, Any]) -> list[Any]:
             q, k, v = (x.reshape(b, n, module.n_heads, module.head_dim).transpose(1, 2) for x in fused.chunk(3, dim=2))
         else:
             q, k, v = (x.transpose(1, 2) for x in module._split_heads(fused))
-        layer["q_in"], layer["k_in"] = q.detach()[0].numpy().copy(), k.detach()[0].numpy().copy()
-        layer["qr"], layer["kr"], layer["v"] = layer["q_in"], layer["k_in"], v.detach()[0].numpy().copy()
+        layer["q_in"], layer["k_in"] = as_numpy(q[0]), as_numpy(k[0])
+        layer["qr"], layer["kr"], layer["v"] = layer["q_in"], layer["k_in"], as_numpy(v[0])
 
     def out(m: Any, args: Any) -> None:
         x = args[0].detach()[0]  # [n, H · d]
-        layer["out"] = x.reshape(x.shape[0], -1, layer["v"].shape[-1]).transpose(0, 1).numpy().copy()
+        layer["out"] = as_numpy(x.reshape(x.shape[0], -1, layer["v"].shape[-1]).transpose(0, 1))
 
     projection = {"bloom": "query_key_value", "falcon": "query_key_value", "mpt": "Wqkv"}[kind]
     output = {"bloom": "dense", "falcon": "dense", "mpt": "out_proj"}[kind]

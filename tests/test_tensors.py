@@ -132,6 +132,40 @@ def test_float16_and_bfloat16_safetensors_bundle_with_settings(attn, tmp_path):
         assert attn.json("run", path, "--window", "0,0")["window"] == [0, 0]
 
 
+def test_bfloat16_sinks_slopes_and_bias_as_a_models_files_hold_them(attn, tmp_path):
+    """A model's sinks, ALiBi slopes and position bias saved in bfloat16: read as numbers
+    (each exactly), in every command and format (they once stopped JSON and explain with
+    exit 70, and a bias was refused as not numbers)."""
+    low = {name: m.astype(ml_dtypes.bfloat16) for name, m in (("q", Q), ("k", K), ("v", V))}
+    bias = RNG.standard_normal((2, 4, 3, 5)).astype(ml_dtypes.bfloat16)
+    dout = RNG.standard_normal((2, 4, 3, 6)).astype(ml_dtypes.bfloat16)
+    arrays = {**low, "sinks": SINKS.astype(ml_dtypes.bfloat16), "bias": bias, "dout": dout}
+    for name, values in arrays.items():
+        safetensors_numpy.save_file({name: values}, tmp_path / f"{name}.safetensors")
+    files = [str(tmp_path / f"{name}.safetensors") for name in "qkv"]
+    extras = {
+        "sinks": ["--sinks", str(tmp_path / "sinks.safetensors")],
+        "bias": ["--bias", str(tmp_path / "bias.safetensors")],
+        "slopes": ["--alibi-slopes", str(tmp_path / "sinks.safetensors")],
+    }
+    wide = {name: m.astype(np.float64) for name, m in arrays.items()}
+    for what, extra in extras.items():
+        data = attn.json("run", *files, *extra)
+        expected, _ = heads_attention(
+            *(wide[n] for n in "qkv"),
+            sinks=wide["sinks"] if what == "sinks" else None,
+            bias=wide["bias"] if what == "bias" else None,
+            slopes=wide["sinks"] if what == "slopes" else None,
+        )
+        np.testing.assert_allclose(data["output"], expected, rtol=1.3e-6, atol=1e-5)
+        if what != "bias":
+            assert data["sinks" if what == "sinks" else "alibi_slopes"] == wide["sinks"].tolist()
+        for command in (("explain", *files), ("grad", *files, "--dout", str(tmp_path / "dout.safetensors"))):
+            for fmt in ("json", "table"):
+                result = attn(*command, *extra, "-f", fmt)
+                assert result.exit_code == 0, (command[0], what, fmt, result.output)
+
+
 def test_npz_bundle_with_mask_per_head_and_yaml_settings(attn, tmp_path):
     allowed = RNG.random((2, 4, 3, 5)) < 0.7
     np.savez(tmp_path / "case.npz", q=Q, k=K, v=V, mask=allowed, sinks=SINKS)

@@ -48,10 +48,11 @@ def score_sentences(page: Page) -> list[str]:
 
 def query_and_keys(page: Page) -> tuple[np.ndarray, np.ndarray]:
     """The query's row and K as they meet in the scores (rotated by RoPE when it is on)."""
+    import numpy as np
+
     rotated = page.steps.rotated
-    if rotated is None:
-        return page.inputs.q.values[page.i], page.inputs.k.values
-    return rotated[0][page.i], rotated[1]
+    q, k = (page.inputs.q.values[page.i], page.inputs.k.values) if rotated is None else (rotated[0][page.i], rotated[1])
+    return np.asarray(q, dtype=np.float64), np.asarray(k, dtype=np.float64)  # bfloat16 as read: numpy cannot sum it
 
 
 def allowed_keys(page: Page) -> list[int]:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
+from attncli.core.arrays import is_bfloat16
 from attncli.core.checks import UNBOUNDED, check_positive, is_int
 from attncli.core.rope import Rope
 from attncli.errors import AttnError, UsageError
@@ -145,7 +146,7 @@ def split_mask(mask: np.ndarray | None) -> tuple[np.ndarray | None, np.ndarray |
 
     if mask is None:
         return None, None
-    mask = np.asarray(mask)
+    mask = _numbers(mask)
     if mask.dtype == bool:
         return mask, None
     if mask.dtype.kind not in "fiu":
@@ -175,12 +176,21 @@ def _boolean_mask(mask: np.ndarray) -> np.ndarray:
 def _additive_bias(bias: np.ndarray) -> np.ndarray:
     import numpy as np
 
-    bias = np.asarray(bias)
+    bias = _numbers(bias)
     if bias.dtype.kind not in "fiu":
         raise AttnError(f"a bias must hold numbers, not {bias.dtype}")
     if np.isnan(bias).any() or np.isposinf(bias).any():
         raise AttnError("a mask may hold -inf but not NaN or +inf")
     return bias
+
+
+def _numbers(values: Any) -> np.ndarray:
+    """An option's array; bfloat16 (ml_dtypes', as a model's files hold it) as float32, which holds
+    each value exactly and is what bfloat16 computes in."""
+    import numpy as np
+
+    values = np.asarray(values)
+    return values.astype(np.float32) if is_bfloat16(values.dtype) else values
 
 
 def _window(window: Any) -> tuple[int, int]:
@@ -201,11 +211,11 @@ def _per_head(what: str, values: Any) -> np.ndarray:
     """One finite number per query head: [H] or [..., H] (a scalar is [1])."""
     import numpy as np
 
-    values = np.asarray(values)
-    if values.dtype.kind not in "fiu" and values.dtype.name != "bfloat16":
+    values = _numbers(values)
+    if values.dtype.kind not in "fiu":
         raise AttnError(f"{what} must hold numbers, not {values.dtype}")
     values = np.atleast_1d(values.astype(np.float64) if values.dtype.kind in "iu" else values)
-    if not np.isfinite(values.astype(np.float64)).all():
+    if not np.isfinite(values).all():
         raise AttnError(f"{what} must be finite numbers")
     return values
 
