@@ -204,10 +204,32 @@ def test_module_entry_point_and_closed_pipe(samples, tmp_path):
     assert len(proc.stdout.splitlines()) == 1
 
 
+def _wait_until_blocked(pid: int, timeout: float = 60.0) -> None:
+    """Until the process sleeps and has used no CPU for half a second (a fixed sleep
+    fails on a loaded machine, where start-up alone can take longer); where /proc is
+    not there, one second."""
+    import time
+    from pathlib import Path
+
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        time.sleep(1.0)
+        return
+    last, quiet, deadline = None, 0, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fields = stat.read_text().rsplit(")", 1)[1].split()  # after the command's name
+        state, cpu = fields[0], int(fields[11]) + int(fields[12])  # utime + stime
+        quiet = quiet + 1 if state == "S" and cpu == last else 0
+        if quiet >= 5:
+            return
+        last = cpu
+        time.sleep(0.1)
+    raise AssertionError("attn did not settle to wait on stdin")
+
+
 def test_ctrl_c_ends_quietly_with_130(samples):
     """Ctrl-C while attn waits for stdin: no traceback, exit code 130."""
     import signal
-    import time
 
     proc = subprocess.Popen(
         [sys.executable, "-m", "attncli", "run", "-", str(samples / "k.csv"), str(samples / "v.csv")],
@@ -216,7 +238,7 @@ def test_ctrl_c_ends_quietly_with_130(samples):
         stderr=subprocess.PIPE,
         text=True,
     )
-    time.sleep(1.0)  # let it start and block on stdin
+    _wait_until_blocked(proc.pid)  # started, and waiting on stdin
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=30)
     assert proc.returncode == 130

@@ -52,6 +52,10 @@ def run_interruptibly(work: Callable[[], Any]) -> Any:
         finally:
             done.set()
 
+    # ctypes is for _interrupt, imported now: imported only after Ctrl-C, the import machinery
+    # printed "Exception ignored … KeyboardInterrupt" in 5 of 15 tries (0 of 40 imported first)
+    import ctypes  # noqa: F401
+
     worker = threading.Thread(target=target, name="attn-command", daemon=True)
     worker.start()
     try:

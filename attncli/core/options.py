@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
-from attncli.core.arrays import is_bfloat16
 from attncli.core.checks import UNBOUNDED, check_positive, is_int
 from attncli.core.rope import Rope
 from attncli.errors import AttnError, UsageError
@@ -188,6 +187,8 @@ def _numbers(values: Any) -> np.ndarray:
     """An option's array; bfloat16 (ml_dtypes', as a model's files hold it) as float32, which holds
     each value exactly and is what bfloat16 computes in."""
     import numpy as np
+
+    from attncli.core.arrays import is_bfloat16
 
     values = np.asarray(values)
     return values.astype(np.float32) if is_bfloat16(values.dtype) else values
