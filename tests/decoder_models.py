@@ -74,7 +74,8 @@ def reference_forward(
 ) -> tuple[np.ndarray, np.ndarray]:
     """A case's decoder in float64 -> weights [L, H, n, n], logits [n, vocab]. ``seen`` receives each
     layer's attention as it went: the rows the projections read ("x"), each query head's q and each
-    K/V head's k (after RoPE) and v, each query head's output, and W_O [d_in, d_out]."""
+    K/V head's k (after RoPE) and v, each query head's output, and W_O [d_in, d_out]; and the logit
+    lens ("lens"): the layer's output through the final norm and the output head, [n, vocab]."""
     seen = {} if seen is None else seen
     config = CASES[name]
     t = {k: v.astype(np.float64) for k, v in tensors.items()}
@@ -111,6 +112,7 @@ def reference_forward(
             a = conv(ln(x, f"{p}.ln_2"), f"{p}.mlp.c_fc")
             a = 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a**3)))
             x = x + conv(a, f"{p}.mlp.c_proj")
+            seen[i]["lens"] = ln(x, "transformer.ln_f") @ t["transformer.wte.weight"].T
         logits = ln(x, "transformer.ln_f") @ t["transformer.wte.weight"].T
         return np.array(all_weights), logits
 
@@ -124,6 +126,7 @@ def reference_forward(
     def lin(x: np.ndarray, p: str) -> np.ndarray:
         return x @ t[p + ".weight"].T + t.get(p + ".bias", 0.0)
 
+    head = t["lm_head.weight"] if "lm_head.weight" in t else t["model.embed_tokens.weight"]
     x = t["model.embed_tokens.weight"][ids]
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}"
@@ -154,7 +157,7 @@ def reference_forward(
         a = rms(x, f"{p}.post_attention_layernorm")
         gate = lin(a, f"{p}.mlp.gate_proj")
         x = x + lin(gate / (1 + np.exp(-gate)) * lin(a, f"{p}.mlp.up_proj"), f"{p}.mlp.down_proj")
-    head = t["lm_head.weight"] if "lm_head.weight" in t else t["model.embed_tokens.weight"]
+        seen[i]["lens"] = rms(x, "model.norm") @ head.T
     return np.array(all_weights), rms(x, "model.norm") @ head.T
 
 

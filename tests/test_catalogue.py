@@ -1796,6 +1796,35 @@ CATALOGUE = [
         "--summary summarises every query of every head; --query shows weights (give one of them)",
     ),
     (
+        "trace --lens with --summary",
+        GPT2,
+        ["trace", "The car", "-m", "{d}/gpt2", "--lens", "--summary"],
+        2,
+        "--lens is a view of its own, and so is --summary (give one of them)",
+    ),
+    (
+        "trace --lens with --head",
+        GPT2,
+        ["trace", "The car", "-m", "{d}/gpt2", "--lens", "--head", "1"],
+        2,
+        "--lens reads whole layers, not heads (leave out --head; --layer picks rows)",
+    ),
+    (
+        "trace --lens as csv",
+        GPT2,
+        ["trace", "The car", "-m", "{d}/gpt2", "--lens", "-f", "csv"],
+        2,
+        "--lens is a table: csv writes weights (use json, or leave out --lens)",
+    ),
+    (
+        "trace --lens on an encoder",
+        BERT,
+        ["trace", "the car", "-m", "{d}/bert", "--lens"],
+        2,
+        "--lens: BERT is an encoder, which predicts no next token "
+        "(predict with a decoder: GPT-2, Llama, Mistral, Qwen2)",
+    ),
+    (
         "trace --summary as npy",
         {},
         ["trace", "the car", "-m", "{d}", "--summary", "-f", "npy"],

@@ -22,6 +22,7 @@ pytest.importorskip("tokenizers")
 from attncli.errors import AttnError, UsageError
 from attncli.models import Selection, decode, decoder, generate, load_model, trace
 from attncli.models.decoder import Kept, run
+from attncli.models.lens import Lens
 
 import decoder_models as dm
 
@@ -75,6 +76,28 @@ def test_each_family_matches_the_float64_reference(models, name):
     assert kept.weights.dtype == p.logits.dtype == np.float32
     assert np.abs(kept.weights - weights).max() < TOLERANCE
     assert close_logits(p.logits, logits)
+
+
+@pytest.mark.parametrize("name", UNSCALED)
+def test_the_logit_lens_reads_each_layer_as_the_float64_reference_does(models, name):
+    """The lens (decode's lens=3): at every layer and position, the three likeliest next tokens of that
+    layer's output through the final norm and output head; the last layer's are the model's own."""
+    model = models[name]
+    ids = dm.refs.case_ids(name)
+    seen: dict = {}
+    dm.reference_forward(name, dm.refs.random_tensors(name), ids, seen)
+    lens = Lens(model.config.n_layer, len(ids), 3)
+    p_final = run(model.family.decoder, model.params, model.config, np.asarray(ids), lens=lens, predict=[-1])
+    reading = lens.reading
+    assert reading.ids.shape == (len(seen), len(ids), 3)
+    for layer, found in seen.items():
+        z = found["lens"] - found["lens"].max(axis=-1, keepdims=True)  # [n, vocab] float64
+        p = np.exp(z) / np.exp(z).sum(axis=-1, keepdims=True)
+        got = np.take_along_axis(p, reading.ids[layer], axis=-1)  # the reference's probabilities of attn's picks
+        assert np.abs(reading.probabilities[layer] - got).max() < TOLERANCE, layer
+        third = np.sort(p, axis=-1)[:, -3]
+        assert (got[:, -1] >= third - TOLERANCE).all(), layer  # none likelier left out (up to near-ties)
+    assert reading.ids[-1, -1, 0] == np.argmax(p_final.logits[-1])  # the last layer's is the model's prediction
 
 
 @pytest.mark.parametrize("name", CASES)

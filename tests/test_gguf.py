@@ -256,6 +256,37 @@ def test_smollm2_matches_transformers_live(smollm2):
 
 
 @needs_smollm2
+def test_smollm2s_logit_lens_ends_in_its_prediction(smollm2):
+    """The last layer's reading after "too" is the model's own prediction, " big" (0.345)."""
+    d = decode(smollm2, SEED, Selection.nothing(), lens=3)
+    assert d.lens is not None
+    assert d.lens.ids[-1, -1].tolist() == d.next[0].ids[:3] and d.next[0].tokens[0] == " big"
+    np.testing.assert_allclose(d.lens.probabilities[-1, -1], d.next[0].probabilities[:3], atol=1e-5)
+
+
+@needs_smollm2
+@pytest.mark.skipif(not torch_available(), reason="torch, transformers and accelerate are not installed")
+def test_smollm2s_logit_lens_matches_transformers_live(smollm2):
+    """Each layer's hidden state in transformers through its final norm and lm_head."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(
+        SMOLLM2.parent, gguf_file=SMOLLM2.name, attn_implementation="eager", dtype=torch.float32
+    )
+    d = decode(smollm2, SEED, Selection.nothing(), lens=3)
+    with torch.no_grad():
+        out = model(torch.tensor(d.ids)[None], output_hidden_states=True)
+        states = out.hidden_states[1:-1] + (None,)  # after layers 0 .. 28 (the last is already normed)
+        for layer, state in enumerate(states):
+            logits = out.logits[0] if state is None else model.lm_head(model.model.norm(state))[0]
+            p = logits.double().softmax(-1).numpy()  # [n, vocab]
+            np.testing.assert_allclose(
+                d.lens.probabilities[layer], np.take_along_axis(p, d.lens.ids[layer], -1), atol=1e-4
+            )
+
+
+@needs_smollm2
 def test_smollm2_generates_as_transformers(smollm2):
     g = generate(smollm2, SEED, len(REF["generated"]), Selection(layers=(29,), heads=(0,), queries=(-1,)))
     assert g.generated == list(REF["generated"])

@@ -246,6 +246,26 @@ def test_summary_of_an_encoder_and_a_decoder(attn, folders, models, name):
         assert title in result.stdout
 
 
+def test_the_logit_lens_in_json_and_on_the_terminal(attn, folders, models):
+    """--lens: per layer shown and token, the three likeliest next tokens of the layer's output
+    (decode's lens); the table names each cell's first; with --generate, every token's."""
+    out = attn.json("trace", TEXT, "-m", folders["gpt2"], "--lens", "--layer", "-1", "--layer", "0")
+    d = decode(models["gpt2"], TEXT, Selection.nothing(), lens=3)
+    assert d.lens is not None and "weights" not in out and out["layers"] == [1, 0]
+    lens = out["lens"]
+    assert np.array_equal(lens["ids"], d.lens.ids[[1, 0]])
+    np.testing.assert_allclose(lens["probabilities"], d.lens.probabilities[[1, 0]], rtol=1e-12)
+    spell = models["gpt2"].tokenizer.decode
+    assert lens["tokens"][0][-1] == [spell([i], skip_special_tokens=False) for i in d.lens.ids[1, -1]]
+    assert lens["ids"][0][-1] == out["next"]["ids"][:3]  # the last layer's reading is the model's prediction
+    shown = attn("trace", TEXT, "-m", folders["gpt2"], "--lens", "-f", "table", env={"COLUMNS": "400"}).stdout
+    assert "the logit lens: the likeliest next token after each token" in shown
+    first = spell([int(d.lens.ids[1, 0, 0])], skip_special_tokens=False).replace(" ", "␣")
+    assert re.search(r"layer 1 +│ +" + re.escape(first) + " ", shown), shown
+    g = attn.json("trace", "The pink elephant", "-m", folders["mistral"], "--lens", "--generate", "3")
+    assert len(g["lens"]["ids"][0]) == len(g["tokens"]) and len(g["generated"]) == 3
+
+
 def rollout_of(w: np.ndarray) -> np.ndarray:
     """Abnar & Zuidema's rollout, written out: [L, H, n, n] -> [L, n, n]."""
     flow, out = np.eye(w.shape[-1]), []

@@ -7,8 +7,9 @@ rope_theta), ``attention`` (each group of layers' settings as every attention
 command writes them, from ``core.options.SAYINGS``), ``tokens``, ``layers``,
 ``heads``, ``queries`` and ``weights`` (layer × head × query × key, a pair the
 model forbids ``null``), and as asked ``aggregate``, ``others``, ``next``,
-``next_at_query``, ``generated``, ``summary``, ``explain`` (--explain: the
-query's steps through the head, ``trace_explained.explain_data``).
+``next_at_query``, ``generated``, ``summary``, ``lens`` (--lens: per layer
+shown and token, the likeliest next tokens, ids and probabilities), ``explain``
+(--explain: the query's steps through the head, ``trace_explained.explain_data``).
 """
 
 from __future__ import annotations
@@ -80,7 +81,9 @@ def trace_data(traced: Traced) -> dict[str, Any]:
         "layers": traced.layers,
         "heads": traced.heads,
     }
-    if traced.summaries is not None:
+    if traced.lens is not None:
+        data["lens"] = lens_data(traced)
+    elif traced.summaries is not None:
         s = traced.summaries
         index = np.ix_(traced.layers, traced.heads)
         data["summary"] = {
@@ -112,6 +115,23 @@ def trace_data(traced: Traced) -> dict[str, Any]:
     return data
 
 
+def lens_data(traced: Traced) -> dict[str, Any]:
+    """--lens in JSON: [layers shown][tokens shown][the likeliest first] of tokens, ids, probabilities."""
+    import numpy as np
+
+    reading = traced.lens
+    assert reading is not None
+    index = np.ix_(traced.layers, traced.keys)
+    ids = reading.ids[index]  # [layers, tokens, top]
+    spell = traced.model.tokenizer.decode
+    return {
+        "after": "each layer's output through the final norm and the output head",
+        "tokens": [[[spell([int(i)], skip_special_tokens=False) for i in cell] for cell in row] for row in ids],
+        "ids": ids,
+        "probabilities": reading.probabilities[index],
+    }
+
+
 def trace_result(traced: Traced, *, explicit: bool, precision: int, style: ViewStyle) -> Result:
     """JSON, the table view and the emittable weights of one trace."""
 
@@ -128,7 +148,9 @@ def trace_result(traced: Traced, *, explicit: bool, precision: int, style: ViewS
             return stack(
                 explained_view(traced, precision, style), *([v.next_view(traced, precision)] if traced.next else [])
             )
-        if traced.summaries is not None:
+        if traced.lens is not None:
+            body = [v.lens_view(traced, precision)]
+        elif traced.summaries is not None:
             body = [v.summary_view(traced, precision)]
         elif traced.query is not None and not explicit:
             body = [v.query_grid(traced, precision, style)]
@@ -145,7 +167,8 @@ def trace_result(traced: Traced, *, explicit: bool, precision: int, style: ViewS
         return stack(v.header(traced), *body, *after)
 
     matrices = {}
-    if traced.summaries is None:
+    weighed = traced.summaries is None and traced.lens is None  # --summary and --lens keep no weights
+    if weighed:
         w = traced.weights
         one = w[0, 0] if w.shape[:2] == (1, 1) else w
         rows, cols = traced.shown(traced.rows), traced.shown(traced.keys)
@@ -155,7 +178,7 @@ def trace_result(traced: Traced, *, explicit: bool, precision: int, style: ViewS
         from attncli.cli.trace_views import head_names
         from attncli.output.maps import AttentionMaps
 
-        if traced.summaries is not None:  # a table of numbers: pictures of the terminal view only
+        if not weighed:  # a table of numbers: pictures of the terminal view only
             return None
         name = traced.model.name
         return AttentionMaps(

@@ -21,6 +21,9 @@ if TYPE_CHECKING:
     import numpy as np
 
     from attncli.models import HeadSteps, HeadSummaries, LayerAttention, Model, Prediction
+    from attncli.models.lens import LensReading
+
+LENS_TOP = 3  # the likeliest tokens --lens keeps per layer and position (JSON); the table shows the first
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,7 @@ class TraceRequest:
     top_next: int | None = None  # None: the default (decoders); 0: no prediction
     generate: int = 0
     summary: bool = False
+    lens: bool = False  # the logit lens: each layer's likeliest next tokens, no weights
     aggregate: str | None = None  # "mean", "max" or "rollout"
     explain: bool = False  # --query's steps through the one --layer and --head
 
@@ -51,10 +55,26 @@ class TraceRequest:
                 )
             if fmt not in (None, "table", "json"):
                 raise UsageError(f"--summary is a table: {fmt} writes weights", hint="use json, or leave out --summary")
+        if self.lens:
+            shows = [name for name, given in self._weight_options() if given]
+            if shows:
+                raise UsageError(f"--lens is a view of its own, and so is {shows[0]}", hint="give one of them")
+            if self.heads:
+                raise UsageError("--lens reads whole layers, not heads", hint="leave out --head; --layer picks rows")
+            if fmt not in (None, "table", "json"):
+                raise UsageError(f"--lens is a table: {fmt} writes weights", hint="use json, or leave out --lens")
         one_head = len(self.heads) == 1 or self.aggregate is not None
         if fmt in ("csv", "tsv") and not (len(self.layers) == 1 and one_head):
             what = "one --layer" if self.aggregate is not None else "one --layer and one --head"
             raise UsageError(f"{fmt} writes one matrix", hint=f"pick {what}, or use json or npy")
+
+    def _weight_options(self) -> list[tuple[str, bool]]:
+        return [
+            ("--summary", self.summary),
+            ("--query", self.query is not None),
+            ("--aggregate", self.aggregate is not None),
+            ("--explain", self.explain),
+        ]
 
     @property
     def explicit(self) -> bool:
@@ -85,6 +105,7 @@ class Traced:
     attention: tuple[LayerAttention, ...] = ()  # a decoder's layers' options and where they came from
     ids: list[int] = field(default_factory=list)  # the token ids of the run
     explained: HeadSteps | None = None  # --explain: the query through the one layer and head
+    lens: LensReading | None = None  # --lens: every layer's likeliest next tokens at every position
 
     @property
     def decoder(self) -> bool:
@@ -118,11 +139,12 @@ def _run(model: Model, text: str, request: TraceRequest) -> Traced:
                 f"--generate: {model.family.name} is an encoder, which predicts no next token",
                 hint="generate with a decoder: GPT-2, Llama, Mistral, Qwen2",
             )
-        if top_next:
-            raise UsageError(
-                f"--top-next: {model.family.name} is an encoder, which predicts no next token",
-                hint="predict with a decoder: GPT-2, Llama, Mistral, Qwen2",
-            )
+        for flag, given in (("--top-next", top_next), ("--lens", request.lens)):
+            if given:
+                raise UsageError(
+                    f"{flag}: {model.family.name} is an encoder, which predicts no next token",
+                    hint="predict with a decoder: GPT-2, Llama, Mistral, Qwen2",
+                )
         return _encoder(model, text, request)
     return _decoder(model, text, request)
 
@@ -287,16 +309,19 @@ def _decoder(model: Model, text: str, request: TraceRequest) -> Traced:
     late = request.query is not None and q is None  # a word of the generated tokens: every row kept, found after
     if request.summary:
         selection = Selection(layers=(), heads=(), queries=(), summaries=True)
+    elif request.lens:
+        selection = Selection.nothing()
     elif request.aggregate == "rollout":
         selection = Selection(layers=tuple(range(max(layers) + 1)), heads=tuple(heads))
     else:
         queries = None if q is None else (q,)
         selection = Selection(layers=tuple(layers), heads=tuple(heads), queries=queries, columns=q is not None or late)
     try:
+        lens = LENS_TOP if request.lens else 0
         if request.generate:
-            d = generate(model, text, request.generate, selection, top_next=0)
+            d = generate(model, text, request.generate, selection, top_next=0, lens=lens)
         else:
-            d = decode(model, text, selection, top_next=0)
+            d = decode(model, text, selection, top_next=0, lens=lens)
     except AttnError as e:
         if e.message.startswith("keeping the weights of"):  # decode's refusal: say which options choose less
             raise AttnError(
@@ -333,8 +358,9 @@ def _decoder(model: Model, text: str, request: TraceRequest) -> Traced:
         aggregate=request.aggregate,
         attention=d.attention,
         ids=d.ids,
+        lens=d.lens,
     )
-    if request.summary:
+    if request.summary or request.lens:
         return traced
     if request.aggregate == "rollout":
         _decoder_rollout(traced, d.weights, d.allowed)

@@ -263,6 +263,48 @@ def summary_view(traced: Traced, precision: int) -> RenderableType:
     return stack(*parts)
 
 
+def lens_view(traced: Traced, precision: int) -> RenderableType:
+    """The logit lens: layers down, tokens across, each cell the likeliest next token
+    on its probability's colour (0 to 1)."""
+    from rich.console import Group
+    from rich.text import Text
+
+    from attncli.output.blocks import ColumnBlocks
+    from attncli.output.palette import HeatCell
+
+    reading = traced.lens
+    assert reading is not None
+    spell = traced.model.tokenizer.decode
+    body = [
+        (
+            f"layer {layer}",
+            [
+                HeatCell(
+                    _lens_token(spell([int(reading.ids[layer, i, 0])], skip_special_tokens=False)),
+                    float(reading.probabilities[layer, i, 0]),
+                )
+                for i in traced.keys
+            ],
+        )
+        for layer in traced.layers
+    ]
+    return Group(
+        Text(
+            "the logit lens: the likeliest next token after each token, read off each layer's output through "
+            "the final norm and the output head (its colour: the probability, 0 to 1); the last layer's row "
+            "is the model's own prediction",
+            style="bold",
+        ),
+        ColumnBlocks([_lens_token(t) for t in traced.shown(traced.keys)], body),
+    )
+
+
+def _lens_token(token: str) -> str:
+    """A token as a cell shows it: a space as ␣, other invisible characters by their escape."""
+    shown = repr(token)[1:-1] if not token.isprintable() else token
+    return shown.replace(" ", "␣") or "∅"
+
+
 def next_view(traced: Traced, precision: int) -> RenderableType:
     """The likeliest next tokens after the last position (and --query's), with bars."""
     from rich.console import Group

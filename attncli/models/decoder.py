@@ -32,6 +32,7 @@ from attncli.core.parallel import one_blas_thread
 from attncli.core.positions import LENGTH_DEPENDENT, alibi_slopes, band_allowed
 from attncli.errors import AttnError, UsageError
 from attncli.models.base import DecoderSteps, Forward, LayerProbe, Probe
+from attncli.models.lens import Lens
 from attncli.text import plural
 
 WHOLE_BYTES = 64 << 20  # a layer's weights (every head) at most this are made in one reference call
@@ -245,6 +246,7 @@ def run(
     kept: Kept | None = None,
     predict: Sequence[int] = (),
     catch: Catch | None = None,
+    lens: Lens | None = None,
 ) -> Pass:
     """The decoder on token ids [n], after the cache's tokens (if any).
 
@@ -254,7 +256,8 @@ def run(
     follow cached keys); the family's ``finish``. ``kept`` receives the weights
     of the queries of this pass; ``predict`` lists the positions (of this pass,
     negative from the end) whose next-token logits are wanted; ``catch``
-    receives its layer's attention as it ran (``LayerProbe``).
+    receives its layer's attention as it ran (``LayerProbe``); ``lens`` reads each
+    layer's output through the final norm and output head (the logit lens).
     """
     start = cache.length if cache is not None else 0
     with one_blas_thread():
@@ -270,6 +273,8 @@ def run(
             if catch is not None and catch.layer == i:
                 catch.found = LayerProbe(i, h, q, k, v, attended, steps.attn_params(lp), options, steps.attn_read)
             x = steps.finish(lp, config, x, attended)
+            if lens is not None:
+                lens.read(steps, params, config, i, x, start)
         if cache is not None:
             cache.length += len(ids)
         hidden = steps.norm(params, config, x)  # [n, d_model]

@@ -27,6 +27,7 @@ from attncli.errors import AttnError, UsageError
 from attncli.models.base import DecoderSteps
 from attncli.models.conventions import LayerAttention
 from attncli.models.decoder import Cache, HeadSummaries, Kept, Selection, run
+from attncli.models.lens import Lens, LensReading
 from attncli.models.loading import Model
 
 TOP_NEXT = 5  # next-token candidates shown by default
@@ -64,6 +65,7 @@ class Decoded:
     next: list[Prediction]  # at the positions asked (the last by default)
     hidden: np.ndarray  # [n, d_model] the final hidden states (after the final norm)
     attention: tuple[LayerAttention, ...]  # every layer's options and where each came from
+    lens: LensReading | None = None  # the logit lens, when asked: each layer's top next tokens at each position
 
     @property
     def generated(self) -> list[int]:
@@ -109,13 +111,16 @@ def decode(
     *,
     top_next: int = TOP_NEXT,
     predict: Sequence[int] = (-1,),
+    lens: int = 0,
 ) -> Decoded:
     """Run a text through a decoder, keeping the selection's weights (every layer,
     head and query by default; refused with the memory it needs when too big) and
-    the ``top_next`` likeliest next tokens after each position in ``predict``."""
+    the ``top_next`` likeliest next tokens after each position in ``predict``;
+    ``lens``: the logit lens's likeliest tokens (that many) after every position
+    of every layer."""
     steps = _steps(model)
     ids, pieces, special = encode(model, text)
-    return _traced(model, steps, ids, pieces, special, len(ids), selection, top_next, predict)
+    return _traced(model, steps, ids, pieces, special, len(ids), selection, top_next, predict, lens)
 
 
 def generate(
@@ -126,6 +131,7 @@ def generate(
     *,
     top_next: int = TOP_NEXT,
     stop_at_eos: bool = True,
+    lens: int = 0,
 ) -> Decoded:
     """Greedy generation: append the likeliest next token n times (one token a pass,
     with a KV cache; stopping after an end-of-sequence token), then trace prompt and
@@ -157,6 +163,7 @@ def generate(
         selection,
         top_next,
         (-1,),
+        lens,
     )
 
 
@@ -170,12 +177,14 @@ def _traced(
     selection: Selection,
     top_next: int,
     predict: Sequence[int],
+    lens_top: int = 0,
 ) -> Decoded:
     config = model.config
     n = len(ids)
     positions = [_position(p, n) for p in predict]
     kept = Kept.plan(selection, config.n_layer, config.n_head, n)
-    p = run(steps, model.params, config, np.asarray(ids), kept=kept, predict=positions)
+    lens = Lens(config.n_layer, n, lens_top) if lens_top > 0 else None
+    p = run(steps, model.params, config, np.asarray(ids), kept=kept, predict=positions, lens=lens)
     attention: tuple[LayerAttention, ...] = tuple(config.attention)  # type: ignore[attr-defined]  # a decoder's
     allowed = (
         np.stack(
@@ -206,6 +215,7 @@ def _traced(
         next=[_prediction(model, position, row, top_next) for position, row in zip(positions, p.logits, strict=True)],
         hidden=p.hidden,
         attention=attention,
+        lens=None if lens is None else lens.reading,
     )
 
 

@@ -42,6 +42,7 @@ Examples:
   attn trace "..." -m MODEL --query it --layer 9 --head 4 --explain   # every step, which dimensions score
   attn trace "..." -m MODEL --generate 10               # greedy: 10 more tokens, then their attention
   attn trace "..." -m MODEL --summary                   # entropy, sink, previous token: every head
+  attn trace "..." -m MODEL --lens                      # what each layer would predict next (logit lens)
   attn trace "..." -m MODEL --aggregate rollout --layer -1   # attention rollout through every layer
   ATTN_MODEL=MODEL attn trace "..." -f json | jq '.next'
   attn trace "..." -m MODEL --html heads.html   # every head as lines between the tokens
@@ -150,6 +151,17 @@ def trace(
             "previous token, each averaged over the queries. A decoder keeps no weights for it.",
         ),
     ] = False,
+    lens: Annotated[
+        bool,
+        typer.Option(
+            "--lens",
+            help="A decoder: instead of the weights, the logit lens (nostalgebraist 2020): each layer's output "
+            "read through the model's final norm and output head, as if the model stopped there. A table of the "
+            "likeliest next token after each token (layers down, tokens across; the colour is its probability); "
+            "the last layer's row is the model's own prediction. --layer picks rows. JSON: under lens, the "
+            "three likeliest per cell.",
+        ),
+    ] = False,
     aggregate: Annotated[
         Aggregate | None,
         typer.Option(
@@ -203,6 +215,7 @@ def trace(
         top_next=top_next,
         generate=generate,
         summary=summary,
+        lens=lens,
         aggregate=None if aggregate is None else aggregate.value,
         explain=explain,
     )
