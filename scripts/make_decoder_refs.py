@@ -7,7 +7,8 @@ for a GGUF), which attn never uses. It writes
   (GPT-2; Llama with and without grouped-query attention and biases, both
   RoPE layouts of config.json, Llama 3.1's RoPE scaling; Mistral with a
   window; Qwen2 with windows from ``max_window_layers`` and from
-  ``layer_types``, and with YaRN), the token ids, every
+  ``layer_types``, and with YaRN; Gemma, Gemma 2, Gemma 3 and Gemma 3 with
+  linear scaling), the token ids, every
   layer's and head's attention weights and the last three positions' logits
   that transformers' eager attention gives in float32;
 - ``tests/data/convention_refs.npz``: Gemma 2 and Gemma 3, and Gemma 3 with
@@ -185,6 +186,24 @@ GEMMA: dict[str, dict[str, Any]] = {
 }
 # Gemma 3 4B's linear RoPE scaling (factor 8): its full layers only
 GEMMA["gemma3-scaled"] = {**GEMMA["gemma3_text"], "rope_scaling": {"rope_type": "linear", "factor": 8.0}}
+# The Gemmas whole, for attn trace (numpy's random weights, as the other cases): Gemma 1 (one K/V head,
+# GELU, (1 + w) norms, √d-scaled embeddings), Gemma 2 (sandwich norms, both soft-caps, a window on
+# even layers) and Gemma 3 (QK-norm, local and global θ, 2 of 3 layers sliding; and linear scaling)
+CASES.update(
+    {
+        "gemma": {
+            **BASE,
+            "model_type": "gemma",
+            "num_key_value_heads": 1,
+            "head_dim": 16,
+            "hidden_act": "gelu_pytorch_tanh",
+            "rope_theta": 10000.0,
+        },
+        "gemma2": GEMMA["gemma2"],
+        "gemma3_text": GEMMA["gemma3_text"],
+        "gemma3-scaled": GEMMA["gemma3-scaled"],
+    }
+)
 
 
 def case_ids(name: str) -> np.ndarray:
@@ -205,8 +224,10 @@ def random_tensors(name: str) -> dict[str, np.ndarray]:
     def r(*shape: int, scale: float = 0.3) -> np.ndarray:
         return (rng.standard_normal(shape) * scale).astype(np.float32)
 
-    def norm(d: int) -> np.ndarray:
-        return (1 + r(d, scale=0.1)).astype(np.float32)
+    gemma = config["model_type"].startswith("gemma")
+
+    def norm(d: int) -> np.ndarray:  # Gemma's norms hold w of x / rms(x) · (1 + w)
+        return r(d, scale=0.1) if gemma else (1 + r(d, scale=0.1)).astype(np.float32)
 
     t: dict[str, np.ndarray] = {}
     if config["model_type"] == "gpt2":
@@ -248,8 +269,13 @@ def random_tensors(name: str) -> dict[str, np.ndarray]:
         for part, d_out, d_in in (("gate", d_ff, d), ("up", d_ff, d), ("down", d, d_ff)):
             t[f"{p}.mlp.{part}_proj.weight"] = r(d_out, d_in)
         t[f"{p}.input_layernorm.weight"], t[f"{p}.post_attention_layernorm.weight"] = norm(d), norm(d)
+        if config["model_type"] in ("gemma2", "gemma3_text"):  # sandwich norms
+            t[f"{p}.pre_feedforward_layernorm.weight"] = norm(d)
+            t[f"{p}.post_feedforward_layernorm.weight"] = norm(d)
+        if config["model_type"] == "gemma3_text":  # QK-norm
+            t[f"{p}.self_attn.q_norm.weight"], t[f"{p}.self_attn.k_norm.weight"] = norm(head_dim), norm(head_dim)
     t["model.norm.weight"] = norm(d)
-    if not config.get("tie_word_embeddings", False):
+    if not config.get("tie_word_embeddings", gemma):  # Gemma's config classes tie by default
         t["lm_head.weight"] = r(VOCAB, d)
     return t
 
@@ -267,6 +293,9 @@ def write_folder(
         "llama": "LlamaForCausalLM",
         "mistral": "MistralForCausalLM",
         "qwen2": "Qwen2ForCausalLM",
+        "gemma": "GemmaForCausalLM",
+        "gemma2": "Gemma2ForCausalLM",
+        "gemma3_text": "Gemma3ForCausalLM",
     }[config["model_type"]]
     (folder / "config.json").write_text(json.dumps({"architectures": [architecture], **config}, indent=1))
     save_file(random_tensors(name) if tensors is None else tensors, str(folder / "model.safetensors"))

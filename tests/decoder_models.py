@@ -47,13 +47,17 @@ def _heads(x: np.ndarray, h: int) -> list[np.ndarray]:
     return [x[:, i * d : (i + 1) * d] for i in range(h)]
 
 
-def _attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, window: int | None) -> tuple:
-    """One head, one query at a time: softmax over the keys it may see."""
+def _attend(
+    q: np.ndarray, k: np.ndarray, v: np.ndarray, scale: float, window: int | None, softcap: float | None = None
+) -> tuple:
+    """One head, one query at a time: softmax over the keys it may see (Gemma 2: scores soft-capped)."""
     n = q.shape[0]
     weights, out = np.zeros((n, n)), np.zeros((n, v.shape[1]))
     for i in range(n):
         seen = [j for j in range(i + 1) if window is None or i - j < window]
         logits = np.array([q[i] @ k[j] * scale for j in seen])
+        if softcap is not None:
+            logits = np.tanh(logits / softcap) * softcap
         e = np.exp(logits - logits.max())
         weights[i, seen] = e / e.sum()
         out[i] = weights[i] @ v
@@ -116,6 +120,8 @@ def reference_forward(
         logits = ln(x, "transformer.ln_f") @ t["transformer.wte.weight"].T
         return np.array(all_weights), logits
 
+    if config["model_type"].startswith("gemma"):
+        return _gemma_forward(config, t, ids, seen)
     h, eps = config["num_attention_heads"], config["rms_norm_eps"]
     h_kv = config.get("num_key_value_heads", h)
     theta = (config.get("rope_parameters") or {}).get("rope_theta") or config.get("rope_theta") or 10000.0
@@ -159,6 +165,77 @@ def reference_forward(
         x = x + lin(gate / (1 + np.exp(-gate)) * lin(a, f"{p}.mlp.up_proj"), f"{p}.mlp.down_proj")
         seen[i]["lens"] = rms(x, "model.norm") @ head.T
     return np.array(all_weights), rms(x, "model.norm") @ head.T
+
+
+def _gemma_forward(
+    config: dict[str, Any], t: dict[str, np.ndarray], ids: np.ndarray, seen: dict[int, dict[str, Any]]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gemma, Gemma 2 and Gemma 3 in float64, written out from their papers' and transformers' terms:
+    embeddings × √d; norms x / rms(x) · (1 + w); Gemma 2 and 3's norms after attention and after the
+    MLP too; Gemma 3's per-head QK-norm before RoPE; the scale 1/√query_pre_attn_scalar (Gemma 2, 3);
+    a window on the sliding layers (Gemma 2: even layers; Gemma 3: all but every third), Gemma 3's
+    local θ there; Gemma 2's soft-caps on the scores and the logits; GELU (tanh) gating."""
+    kind = config["model_type"]
+    h, eps = config["num_attention_heads"], config.get("rms_norm_eps", 1e-6)
+    h_kv, d = config.get("num_key_value_heads", h), config["head_dim"]
+    sandwich, n_layer = kind != "gemma", config["num_hidden_layers"]
+
+    def norm(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * (1 + w)
+
+    def lin(x: np.ndarray, p: str) -> np.ndarray:
+        return x @ t[p + ".weight"].T
+
+    def gelu(x: np.ndarray) -> np.ndarray:
+        return 0.5 * x * (1 + np.tanh(math.sqrt(2 / math.pi) * (x + 0.044715 * x**3)))
+
+    def head(y: np.ndarray) -> np.ndarray:
+        z = norm(y, t["model.norm.weight"]) @ t["model.embed_tokens.weight"].T  # tied
+        cap = config.get("final_logit_softcapping", 30.0 if kind == "gemma2" else None)
+        return z if cap is None else np.tanh(z / cap) * cap
+
+    pattern = {"gemma": None, "gemma2": 2, "gemma3_text": config.get("sliding_window_pattern", 6)}[kind]
+    scale = config["query_pre_attn_scalar"] ** -0.5 if kind != "gemma" else d**-0.5
+    x = t["model.embed_tokens.weight"][ids] * math.sqrt(config["hidden_size"])
+    for i in range(n_layer):
+        p = f"model.layers.{i}"
+        sliding = pattern is not None and (i + 1) % pattern != 0
+        theta = config.get("rope_local_base_freq", 10000.0) if sliding and kind == "gemma3_text" else None
+        theta = theta or config.get("rope_theta", 10000.0)
+        a = norm(x, t[f"{p}.input_layernorm.weight"])
+        qs, ks, vs = (
+            _heads(lin(a, f"{p}.self_attn.q_proj"), h),
+            _heads(lin(a, f"{p}.self_attn.k_proj"), h_kv),
+            _heads(lin(a, f"{p}.self_attn.v_proj"), h_kv),
+        )
+        if kind == "gemma3_text":
+            qs = [norm(q, t[f"{p}.self_attn.q_norm.weight"]) for q in qs]
+            ks = [norm(k, t[f"{p}.self_attn.k_norm.weight"]) for k in ks]
+        qs, ks = [_rope(q, theta) for q in qs], [_rope(k, theta) for k in ks]
+        window = config["sliding_window"] if sliding else None
+        pairs = [
+            _attend(qs[j], ks[j * h_kv // h], vs[j * h_kv // h], scale, window, config.get("attn_logit_softcapping"))
+            for j in range(h)
+        ]
+        seen[i] = {
+            "x": a,
+            "q": qs,
+            "k": ks,
+            "v": vs,
+            "out": [o for _, o in pairs],
+            "w_o": t[f"{p}.self_attn.o_proj.weight"].T,
+        }
+        o = lin(np.concatenate([o for _, o in pairs], 1), f"{p}.self_attn.o_proj")
+        x = x + (norm(o, t[f"{p}.post_attention_layernorm.weight"]) if sandwich else o)
+        before = "pre_feedforward_layernorm" if sandwich else "post_attention_layernorm"
+        m = norm(x, t[f"{p}.{before}.weight"])
+        m = lin(gelu(lin(m, f"{p}.mlp.gate_proj")) * lin(m, f"{p}.mlp.up_proj"), f"{p}.mlp.down_proj")
+        x = x + (norm(m, t[f"{p}.post_feedforward_layernorm.weight"]) if sandwich else m)
+        seen[i]["weights"] = [w for w, _ in pairs]
+        seen[i]["lens"] = head(x)
+
+    weights = np.array([seen[i].pop("weights") for i in range(n_layer)])
+    return weights, head(x)
 
 
 # --- GGUF files, as llama.cpp's convert_hf_to_gguf.py writes them ------------------------------

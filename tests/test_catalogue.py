@@ -1757,7 +1757,7 @@ CATALOGUE = [
         ["trace", "the car", "-m", "{d}/bert", "--generate", "3"],
         2,
         "--generate: BERT is an encoder, which predicts no next token "
-        "(generate with a decoder: GPT-2, Llama, Mistral, Qwen2)",
+        "(generate with a decoder: GPT-2, Llama, Mistral, Qwen2, Gemma, Gemma 2, Gemma 3)",
     ),
     (
         "trace --top-next on an encoder",
@@ -1765,7 +1765,7 @@ CATALOGUE = [
         ["trace", "the car", "-m", "{d}/bert", "--top-next", "3"],
         2,
         "--top-next: BERT is an encoder, which predicts no next token "
-        "(predict with a decoder: GPT-2, Llama, Mistral, Qwen2)",
+        "(predict with a decoder: GPT-2, Llama, Mistral, Qwen2, Gemma, Gemma 2, Gemma 3)",
     ),
     (
         "trace a text longer than a decoder's positions",
@@ -1796,6 +1796,14 @@ CATALOGUE = [
         "--summary summarises every query of every head; --query shows weights (give one of them)",
     ),
     (
+        "trace --explain on Gemma 3 (QK-norm)",
+        {"gemma3": TinyModel("gemma3_text")},
+        ["trace", "The car", "-m", "{d}/gemma3", "--query", "car", "--layer", "0", "--head", "0", "--explain"],
+        2,
+        "--explain: Gemma 3 normalises each head's q and k (QK-norm) after the projections, which explain does "
+        "not show yet (see the head's weights with --layer and --head)",
+    ),
+    (
         "trace --lens with --summary",
         GPT2,
         ["trace", "The car", "-m", "{d}/gpt2", "--lens", "--summary"],
@@ -1822,7 +1830,7 @@ CATALOGUE = [
         ["trace", "the car", "-m", "{d}/bert", "--lens"],
         2,
         "--lens: BERT is an encoder, which predicts no next token "
-        "(predict with a decoder: GPT-2, Llama, Mistral, Qwen2)",
+        "(predict with a decoder: GPT-2, Llama, Mistral, Qwen2, Gemma, Gemma 2, Gemma 3)",
     ),
     (
         "trace --summary as npy",

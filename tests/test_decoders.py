@@ -458,5 +458,5 @@ def test_generate_on_an_encoder_says_it_is_one(tmp_path):
         generate(bert, "the car", 3)
     assert (
         str(e.value) == "BERT is an encoder: it predicts no next token and generates nothing "
-        "(decoders: GPT-2, Llama, Mistral, Qwen2)"
+        "(decoders: GPT-2, Llama, Mistral, Qwen2, Gemma, Gemma 2, Gemma 3)"
     )

@@ -306,7 +306,7 @@ def test_usage_errors_of_decoder_options(attn, folders):
     bert, gpt2 = folders["bert"], folders["gpt2"]
     assert attn.fails("trace", "the car", "-m", bert, "--generate", "2", code=2) == (
         "--generate: BERT is an encoder, which predicts no next token "
-        "(generate with a decoder: GPT-2, Llama, Mistral, Qwen2)"
+        "(generate with a decoder: GPT-2, Llama, Mistral, Qwen2, Gemma, Gemma 2, Gemma 3)"
     )
     assert attn.fails("trace", "the car", "-m", gpt2, "--summary", "--query", "car", code=2) == (
         "--summary summarises every query of every head; --query shows weights (give one of them)"

@@ -32,9 +32,20 @@ import test_trace  # noqa: E402  (the tiny BERT and its float64 reference)
 
 TEXT = "The pink elephant tried to get into the car but it was too"
 BERT_TEXT = "The pink elephant was too big it was"  # the tiny BERT knows few words and 12 positions
-DECODERS = ["gpt2", "llama", "llama-gqa-bias", "mistral", "qwen2", "llama-llama3-scaling", "qwen2-yarn"]
+DECODERS = [
+    "gpt2",
+    "llama",
+    "llama-gqa-bias",
+    "mistral",
+    "qwen2",
+    "llama-llama3-scaling",
+    "qwen2-yarn",
+    "gemma",
+    "gemma2",
+]
 UNSCALED = [name for name in DECODERS if "rope_scaling" not in dm.CASES[name]]  # the float64 reference has none
-# (model, layer, head): GQA heads that read K/V head 1, Mistral's window on layer 0, Qwen2's on layer 1
+# (model, layer, head): GQA heads that read K/V head 1, Mistral's window on layer 0, Qwen2's on layer 1,
+# Gemma 2's soft-capped scores on its sliding layer 0
 CHOICES = {
     "gpt2": (1, 2),
     "llama": (0, 1),
@@ -43,6 +54,8 @@ CHOICES = {
     "qwen2": (1, 2),
     "llama-llama3-scaling": (1, 3),
     "qwen2-yarn": (0, 2),
+    "gemma": (1, 3),  # one K/V head for all four
+    "gemma2": (0, 2),  # the window and the soft-cap
     "llama-gguf": (1, 2),
     "bert": (1, 1),
 }
@@ -95,6 +108,9 @@ def test_the_explained_weights_are_the_traces_row(attn, folders, name):
     q, k = np.array(e["q"]), np.array(e["k"])
     np.testing.assert_allclose(e["scores"], k @ q, rtol=1e-5, atol=1e-5)  # q·k_j, of the rows as used
     scaled = np.array(e["scores"]) * e["scale"]
+    cap = next(g for g in out["attention"] if e["layer"] in g["layers"]).get("softcap")  # Gemma 2's
+    if cap is not None:
+        scaled = cap * np.tanh(scaled / cap)
     np.testing.assert_allclose([x for x in e["logits"] if x is not None], scaled[~forbidden], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(e["projected"], np.array(e["output"]) @ np.array(e["w_o"]), rtol=1e-5, atol=1e-6)
     assert len(e["x"]) == len(e["projected"]) == np.array(e["w_o"]).shape[1]  # d_model

@@ -132,18 +132,20 @@ def run_trace(model: Model, text: str, request: TraceRequest) -> Traced:
 
 
 def _run(model: Model, text: str, request: TraceRequest) -> Traced:
+    from attncli.models.families import decoder_names
+
     top_next = request.top_next
     if model.family.decoder is None:
         if request.generate:
             raise UsageError(
                 f"--generate: {model.family.name} is an encoder, which predicts no next token",
-                hint="generate with a decoder: GPT-2, Llama, Mistral, Qwen2",
+                hint=f"generate with a decoder: {decoder_names()}",
             )
         for flag, given in (("--top-next", top_next), ("--lens", request.lens)):
             if given:
                 raise UsageError(
                     f"{flag}: {model.family.name} is an encoder, which predicts no next token",
-                    hint="predict with a decoder: GPT-2, Llama, Mistral, Qwen2",
+                    hint=f"predict with a decoder: {decoder_names()}",
                 )
         return _encoder(model, text, request)
     return _decoder(model, text, request)

@@ -42,6 +42,8 @@ The modules, one job each:
     bert.py         the BERT family (an encoder)
     gpt2.py         the GPT-2 family (a decoder)
     llama.py        the Llama family: Llama, Mistral, Qwen2 (decoders)
+    gemma.py        the Gemma family: Gemma, Gemma 2, Gemma 3 (decoders)
+    lens.py         the logit lens: each layer's output through the final norm and output head
     decoder.py      a decoder's layers driven with a KV cache; Selection, Kept, HeadSummaries
     decoding.py     decode, generate -> Decoded (tokens, weights, next-token predictions); predictions
     explaining.py   explain_head -> HeadSteps: one query through one head of one layer, every step

@@ -109,6 +109,8 @@ class DecoderSteps(Generic[C, P]):
     logits: Callable[[P, C, np.ndarray], np.ndarray]  # the output head: normed x [m, d_model] -> [m, n_vocab]
     attn_params: Callable[[Any], AttentionParams]  # params of layer i -> its W_Q, W_K, W_V, W_O (what project uses)
     attn_read: str  # what attn_input gives, in words: "the residual stream after RMSNorm (input_layernorm)"
+    # what project does after x W + b, in words, when it does more (Gemma 3's QK-norm); None: nothing
+    after_projection: Callable[[C], str | None] = lambda config: None
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from attncli.errors import AttnError, UsageError
 from attncli.models.base import DecoderSteps
 from attncli.models.conventions import LayerAttention
 from attncli.models.decoder import Cache, HeadSummaries, Kept, Selection, run
+from attncli.models.families import decoder_names
 from attncli.models.lens import Lens, LensReading
 from attncli.models.loading import Model
 
@@ -77,7 +78,7 @@ def _steps(model: Model) -> DecoderSteps[Any, Any]:
     if model.family.decoder is None:
         raise UsageError(
             f"{model.family.name} is an encoder: it predicts no next token and generates nothing",
-            hint="decoders: GPT-2, Llama, Mistral, Qwen2",
+            hint=f"decoders: {decoder_names()}",
         )
     return model.family.decoder
 

@@ -103,6 +103,12 @@ def explain_head(model: Model, ids: Sequence[int] | np.ndarray, layer: int, head
     ):
         if not 0 <= value < count:
             raise UsageError(f"{name} {value} is out of range: there are {plural(count, things)}")
+    more = model.family.decoder.after_projection(config) if model.family.decoder is not None else None
+    if more is not None:  # q would not be x W_Q + b_q, which the explanation works out
+        raise UsageError(
+            f"--explain: {model.family.name} {more} after the projections, which explain does not show yet",
+            hint="see the head's weights with --layer and --head",
+        )
     p = model.family.probe(model.params, config, ids, layer)
     n_head, n_kv_head = p.q.shape[0], p.k.shape[0]
     g = head // (n_head // n_kv_head)

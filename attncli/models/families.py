@@ -12,13 +12,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from attncli.errors import AttnError
-from attncli.models import bert, gpt2, llama
+from attncli.models import bert, gemma, gpt2, llama
 from attncli.models.base import Family
 
 FAMILIES: dict[str, Family[Any, Any]] = {
     "bert": bert.FAMILY,
     "gpt2": gpt2.FAMILY,
     **llama.FAMILIES,  # llama, mistral, qwen2
+    **gemma.FAMILIES,  # gemma, gemma2, gemma3_text
 }
 
 
@@ -36,3 +37,9 @@ def family_for(config: Mapping[str, Any], source: str | None = None) -> Family[A
         source=source,
         hint=f"attn runs {known}",
     )
+
+
+def decoder_names() -> str:
+    """The decoder families attn runs, as people write them: "GPT-2, Llama, …, Gemma 3"."""
+    names = [family.name for family in FAMILIES.values() if family.decoder is not None]
+    return ", ".join(dict.fromkeys(names))

