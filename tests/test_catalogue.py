@@ -2334,6 +2334,63 @@ CATALOGUE = [
         "{d}/b.yaml:5: rope_scaling: unknown RoPE scaling 'magic' (use linear, dynamic, llama3, yarn or longrope "
         "(e.g. yarn:factor=32,original_max_position_embeddings=4096))",
     ),
+    (
+        "convert a folder",
+        {"m/config.json": "{}"},
+        ["convert", "{d}/m", "{d}/out"],
+        2,
+        "{d}/m is a folder: convert reads a .gguf file (a Hugging Face folder needs no converting)",
+    ),
+    (
+        "convert a file that is not a GGUF",
+        {"m.gguf": "not a gguf"},
+        ["convert", "{d}/m.gguf", "{d}/out"],
+        1,
+        "{d}/m.gguf: is not a GGUF file (it does not start with GGUF)",
+    ),
+    (
+        "convert into a folder that holds anything",
+        {"m.gguf": b"GGUF\x03\x00\x00\x00" + bytes(16), "out/notes.txt": "mine"},
+        ["convert", "{d}/m.gguf", "{d}/out"],
+        2,
+        "{d}/out: DIR is a folder that is not empty (attn writes a new folder and never over files: give a new "
+        "name, or an empty folder)",
+    ),
+    (
+        "convert into a file",
+        {"m.gguf": b"GGUF\x03\x00\x00\x00" + bytes(16), "out": "mine"},
+        ["convert", "{d}/m.gguf", "{d}/out"],
+        2,
+        "{d}/out: DIR is a file, not a folder (give the name of a new folder)",
+    ),
+    (
+        "convert into a folder whose parent does not exist",
+        {"m.gguf": b"GGUF\x03\x00\x00\x00" + bytes(16)},
+        ["convert", "{d}/m.gguf", "{d}/no/out"],
+        1,
+        "{d}/no/out: cannot write: no such directory",
+    ),
+    (
+        "convert into the GGUF itself",
+        {"m.gguf": b"GGUF\x03\x00\x00\x00" + bytes(16)},
+        ["convert", "{d}/m.gguf", "{d}/m.gguf"],
+        2,
+        "{d}/m.gguf: DIR names an input of this run (attn never writes over its inputs: give a new folder)",
+    ),
+    (
+        "convert into no name",
+        {"m.gguf": b"GGUF\x03\x00\x00\x00" + bytes(16)},
+        ["convert", "{d}/m.gguf", ""],
+        2,
+        "DIR needs a folder name, not ''",
+    ),
+    (
+        "convert as csv",
+        {"m.gguf": b"GGUF\x03\x00\x00\x00" + bytes(16)},
+        ["convert", "{d}/m.gguf", "{d}/out", "-f", "csv"],
+        2,
+        "convert writes a folder: -f csv has nothing to write (use table or json)",
+    ),
 ]
 
 
@@ -2346,6 +2403,7 @@ def test_catalogue(attn, samples, tmp_path, row):
         if isinstance(content, TinyModel):
             content.write(path)
         else:
+            path.parent.mkdir(parents=True, exist_ok=True)  # "out/notes.txt": a folder holding a file
             path.write_bytes(content.encode() if isinstance(content, str) else content)
     fill = {"d": str(tmp_path), "s": str(samples)}
     line = attn.fails(*(a.format(**fill) for a in args), code=code, input=stdin, env=env)

@@ -90,10 +90,12 @@ FILES: dict[str, bytes] = {
     b'"max_position_embeddings": 64}\n',
     "self-llama.json": b'{"model_type": "llama", "hidden_size": 4, "num_hidden_layers": 1, "num_attention_heads": 1, '
     b'"max_position_embeddings": 64}\n',
+    "model.gguf": b"GGUF\x03\x00\x00\x00" + bytes(16),  # a GGUF's header over nothing: the guard runs before it is read
 }
 
-# command -> invocations, each an argument list in which "@name" is a file of FILES and
-# "<name" says that stdin is that file. Between them they name every input each command takes.
+# command -> invocations, each an argument list in which "@name" is a file of FILES,
+# "<name" says that stdin is that file and "!out" is where a command's output argument goes
+# (convert's DIR). Between them they name every input each command takes.
 RECIPES: dict[str, list[list[str]]] = {
     "run": [
         [
@@ -218,6 +220,7 @@ RECIPES: dict[str, list[list[str]]] = {
         ["the pink elephant", "--vectors", "@vectors.npy", "--words", "@words.txt", "--unknown", "zero"],
     ],
     "trace": [["-", "--model", "@model", "<sentence.txt"]],
+    "convert": [["@model.gguf", "!out"]],
 }
 
 # Parameters that hold text, never a file name: the second test requires every other string
@@ -236,10 +239,15 @@ def _commands() -> dict[str, typing.Any]:
 
 
 def _outputs(command: str) -> list[str]:
-    """The options of a command that write a file (--svg, --html, --png, --pdf)."""
+    """What a command writes besides stdout: its picture options (--svg, --html, --png, --pdf),
+    and "!out" for an output argument (convert's DIR)."""
     cmd = _commands()[command]
     roles = path_roles(cmd.callback)
-    return [max(p.opts, key=len) for p in cmd.params if isinstance(roles.get(p.name), Writes)]
+    return [
+        max(p.opts, key=len) if p.param_type_name == "option" else "!out"
+        for p in cmd.params
+        if isinstance(roles.get(p.name), Writes)
+    ]
 
 
 def _inputs(recipe: list[str]) -> list[str]:
@@ -277,7 +285,11 @@ def _stdin_from(path: Path | None):
 def attn(folder: Path, recipe: list[str], extra: list[str], stdout: Path) -> tuple[int, str, bytes]:
     """Run ``attn`` here with stdout appended to the file ``stdout`` (as ``>>``) and stdin
     the recipe's file: (exit code, stderr, what stdout gained)."""
-    args = [str(folder / a[1:]) if a.startswith("@") else a for a in recipe if not a.startswith("<")] + extra
+    out = next((extra[i + 1] for i in range(len(extra) - 1) if extra[i] == "!out"), str(folder / "new.dir"))
+    extra = [a for i, a in enumerate(extra) if a != "!out" and (i == 0 or extra[i - 1] != "!out")]
+    args = [
+        str(folder / a[1:]) if a.startswith("@") else out if a == "!out" else a for a in recipe if not a.startswith("<")
+    ] + extra
     stdin = next((folder / a[1:] for a in recipe if a.startswith("<")), None)
     before = stdout.read_bytes() if stdout.exists() else b""
     saved = sys.stdout, sys.stderr
@@ -353,6 +365,9 @@ def test_the_recipes_run(folder, command, r):
     code, stderr, _ = attn(folder, [command, *recipe], ["-f", "json", *pictures], folder / "stdout.txt")
     if "@model" in recipe:  # lookup's and trace's --model: a whole model, which this folder is not
         assert code == 1 and "model" in stderr or "no tensor" in stderr, stderr
+        return
+    if "@model.gguf" in recipe:  # convert's: a GGUF's header over nothing, refused once read
+        assert code == 1 and "model.gguf" in stderr, stderr
         return
     assert code in (0, 3), stderr  # 3: attn check found the made-up OUT wrong, after the guard let it run
 

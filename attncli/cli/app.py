@@ -251,6 +251,7 @@ COMMANDS: dict[str, str] = {
     "trace": "trace",
     "check": "check",
     "grad": "grad",
+    "convert": "convert",
 }
 
 

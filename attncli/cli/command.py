@@ -29,7 +29,13 @@ class OnceCommand(AttnCommand):
 
         if self.callback is not None:
             roles = path_roles(self.callback)
-            flags = {param.name: max(param.opts, key=len) for param in self.params if param.name in roles}
+            flags = {  # how errors name each: --svg, or an argument's metavar (DIR)
+                param.name: max(param.opts, key=len)
+                if param.param_type_name == "option"
+                else (param.metavar or param.name.upper())
+                for param in self.params
+                if param.name in roles
+            }
             guard(roles, ctx.params, flags)
         result = super().invoke(ctx)
         if isinstance(result, Result):

@@ -51,6 +51,13 @@ class Writes:
     """The mark of a parameter whose value names a file the command writes (a picture)."""
 
 
+@dataclass(frozen=True)
+class WritesFolder(Writes):
+    """The mark of a parameter whose value names a folder the command creates and fills
+    (``attn convert``'s DIR): refused when it names an input, is a file, or is a folder
+    that already holds anything, so that nothing there is ever replaced."""
+
+
 def is_file_name(text: str) -> bool:
     """Is a text argument (``attn self``'s X or Z) a file rather than a
     sentence? '-', an existing path, or one word that looks like a file name
@@ -71,6 +78,7 @@ READS_IF_FILE = Reads(lambda value: [v for v in _named(value) if is_file_name(v)
 READS_MODEL = Reads(lambda value: model_files(value))  # a model folder or cached name ($ATTN_MODEL)
 READS_CONFIG = Reads(lambda value: config_files(value))  # a config.json, a model folder or a .gguf (no $ATTN_MODEL)
 WRITES = Writes()
+WRITES_FOLDER = WritesFolder()
 
 
 def path_roles(callback: Callable[..., Any]) -> dict[str, Reads | Writes]:
@@ -91,9 +99,44 @@ def guard(roles: Mapping[str, Reads | Writes], values: Mapping[str, Any], flags:
     """Before a command runs: stdin and pipes named once, and no output naming an input.
     ``values``: the parameters' values by name; ``flags``: their option names (--svg)."""
     inputs = [path for name, role in roles.items() if isinstance(role, Reads) for path in role.paths(values.get(name))]
-    outputs = {flags[name]: values.get(name) for name, role in roles.items() if isinstance(role, Writes)}
+    outputs = {
+        flags[name]: values.get(name)
+        for name, role in roles.items()
+        if isinstance(role, Writes) and not isinstance(role, WritesFolder)
+    }
     check_stdin_once(inputs)
     check_outputs(outputs, inputs)
+    for name, role in roles.items():
+        if isinstance(role, WritesFolder) and values.get(name) is not None:
+            check_new_folder(flags[name], values[name], inputs)
+
+
+def check_new_folder(what: str, path: str, inputs: Iterable[str | os.PathLike[str] | None]) -> None:
+    """A folder to create (``what``: the parameter as the help names it): not an input
+    of this run, not a file, not a folder holding anything, and inside a folder that exists."""
+    path = os.fspath(path)
+    if not path.strip() or path == STDIN:
+        raise UsageError(f"{what} needs a folder name, not {path!r}")
+    read = _identities(inputs)
+    clash = next((read[key] for key in _keys(path) if key in read), None)
+    if clash is not None:
+        which = "an input" if clash == path else f"{clash}, an input"
+        raise UsageError(
+            f"{what} names {which} of this run",
+            source=path,
+            hint="attn never writes over its inputs: give a new folder",
+        )
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise UsageError(f"{what} is a file, not a folder", source=path, hint="give the name of a new folder")
+    if os.path.isdir(path) and os.listdir(path):
+        raise UsageError(
+            f"{what} is a folder that is not empty",
+            source=path,
+            hint="attn writes a new folder and never over files: give a new name, or an empty folder",
+        )
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise file_error(path, FileNotFoundError(), writing=True)
 
 
 def check_outputs(outputs: Mapping[str, str | None], inputs: Iterable[str | os.PathLike[str] | None]) -> None:
