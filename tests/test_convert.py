@@ -51,6 +51,7 @@ def test_the_folder_traces_as_the_gguf_does(attn, ggufs, tmp_path, name):
     assert [p.name for p in tmp_path.iterdir()] == ["hf"]
     config = json.loads((folder / "config.json").read_text())
     assert config["architectures"] and config["model_type"] == dm.CASES[name]["model_type"]
+    assert config.get("attention_bias", False) == (name == "llama-gqa-bias")  # transformers' switch for the biases
     same_trace(load_model(ggufs[name]), load_model(folder))
     mask = os.umask(0)
     os.umask(mask)
@@ -89,6 +90,23 @@ def test_the_folder_and_the_input_are_never_the_same(attn, ggufs, tmp_path):
     for target in (ggufs["gpt2"], link):
         assert "names" in attn.fails("convert", ggufs["gpt2"], target, code=2)
     assert ggufs["gpt2"].read_bytes() == before
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama-gqa-bias"])
+def test_transformers_runs_the_random_folders_live(attn, ggufs, tmp_path, name):
+    """transformers on the folder: attn's weights within 1e-5, its probabilities within 1e-6 (measured:
+    1.3e-6 and 1.8e-7; without attention_bias, transformers dropped Llama's biases, off by 0.76)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    folder = tmp_path / name
+    assert attn("convert", ggufs[name], folder, "-f", "json").exit_code == 0
+    d = decode(load_model(folder), TEXT)
+    model = transformers.AutoModelForCausalLM.from_pretrained(folder, attn_implementation="eager", dtype=torch.float32)
+    with torch.no_grad():
+        out = model(torch.tensor(d.ids)[None], output_attentions=True)
+    assert np.abs(d.weights - torch.stack([a[0] for a in out.attentions]).numpy()).max() < 1e-5
+    p = out.logits[0, -1].double().softmax(-1).numpy()
+    np.testing.assert_allclose(p[d.next[0].ids], d.next[0].probabilities, atol=1e-6)
 
 
 SMOLLM2 = Path(os.environ["ATTN_TEST_GGUF"]) if os.environ.get("ATTN_TEST_GGUF") else None

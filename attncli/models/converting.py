@@ -75,6 +75,8 @@ def convert_gguf(path: Path, folder: Path, cleanup: Callable[[Callable[[], None]
     tensors = hf_tensor_names(dict(ggufs.read_tensors(reader, fields, family, path).tensors), family.prefix)
     bos = ggufs.Metadata(reader).get("tokenizer.ggml.bos_token_id")
     config = hf_config(fields, family, bos if isinstance(bos, int) else None, ggufs.eos_ids(reader))
+    if fields.model_type == "llama":
+        _attention_biases(config, tensors)
 
     parent = folder.resolve().parent
     try:
@@ -117,6 +119,21 @@ def convert_gguf(path: Path, folder: Path, cleanup: Callable[[Callable[[], None]
         parameters=sum(int(t.size) for t in tensors.values()),
         files=sizes,
     )
+
+
+def _attention_biases(config: dict[str, Any], tensors: dict[str, np.ndarray]) -> None:
+    """transformers' Llama has biases on q, k, v and o together (``attention_bias``) or on none;
+    attn uses any the file holds. When some are there, say so in config.json and give the
+    missing ones as zeros (which change nothing), so that transformers runs the same model."""
+    layers = sorted({name.split(".self_attn.")[0] for name in tensors if ".self_attn." in name})
+    wanted = [f"{layer}.self_attn.{x}_proj.bias" for layer in layers for x in "qkvo"]
+    if not any(name in tensors for name in wanted):
+        return
+    config["attention_bias"] = True
+    for name in wanted:
+        if name not in tensors:
+            weight = tensors[name.removesuffix("bias") + "weight"]  # [d_out, d_in]
+            tensors[name] = np.zeros(weight.shape[0], dtype=weight.dtype)
 
 
 def _into_empty(staging: Path, folder: Path) -> None:
