@@ -36,6 +36,7 @@ import numpy as np
 
 from attncli.core.arrays import shape_text, sum_to, unit_rows
 from attncli.core.grad_blocks import in_blocks
+from attncli.core.grad_fused import fused, usable
 from attncli.core.logits import Problem, combine, prepare, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import blas_held
@@ -109,10 +110,13 @@ def attention_grad(
     """
     options = options or AttentionOptions()
     q, k, v, dout = (np.asarray(m, dtype=np.float64) for m in (q, k, v, dout))
+    fuse = block is None
     if block is None and q.ndim >= 2 and k.ndim >= 2:
         heads = max(math.prod(q.shape[:-2]), math.prod(k.shape[:-2]))
         block = BLOCK if heads * q.shape[-2] * k.shape[-2] > WHOLE_CELLS else 0
-    return backward(q, k, v, dout, _float64(options), block=block or None, workers=workers, progress=progress)
+    return backward(
+        q, k, v, dout, _float64(options), block=block or None, workers=workers, progress=progress, fuse=fuse
+    )
 
 
 def backward(
@@ -125,6 +129,7 @@ def backward(
     block: int | None = None,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    fuse: bool = False,
 ) -> Grads:
     """The closed form in the inputs' dtype, each step passed through ``rounded``:
     the identity for the float64 reference; for ``attn check --grad``'s naive
@@ -146,6 +151,9 @@ def backward(
     if block is None:
         with blas_held(workers):  # whole matrices: BLAS's threads are the parallelism, as many as attn's
             dq, dk, dv, ds_bias, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
+    elif fuse and usable(p):
+        dq, dk, dv, ds_bias, sink_terms, output = fused(p, qm, km, do, workers, progress)
+        steps = None
     else:
         dq, dk, dv, ds_bias, sink_terms, output, steps = _blocked(p, qm, km, do, block, workers, progress)
 
