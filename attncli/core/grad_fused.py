@@ -50,16 +50,30 @@ UNITS = 4
 
 def usable(p: Problem) -> bool:
     """Whether the fused path takes ``p``: no soft-cap (its tanh needs the scores
-    kept), and a block of at least SMALLEST_ROWS query rows fits in CELLS."""
-    return p.options.softcap is None and _rows_per_block(p) >= SMALLEST_ROWS
+    kept), and a block of at least SMALLEST_ROWS rows (queries × their group of
+    heads) against every key fits in CELLS."""
+    return p.options.softcap is None and _rows_within(p) * p.group >= SMALLEST_ROWS
+
+
+def _rows_within(p: Problem) -> int:
+    """Queries per block (each with its group of heads) that CELLS allows against every key."""
+    return CELLS // (max(1, p.n_k) * p.group)
 
 
 def _rows_per_block(p: Problem) -> int:
-    """Queries per block: as many as CELLS allows against the keys a block may
-    see at most (each with its group of heads), a multiple of 16."""
-    widest = max(1, p.n_k)
-    rows = CELLS // (widest * p.group)
-    return min(p.n_q, rows - rows % 16) if rows < p.n_q else p.n_q
+    """Queries per block: as many as CELLS allows, a multiple of 16 when that is
+    at least 32; under a band, at most BAND_ROWS rows (with the group of heads),
+    since a block computes its cut keys for every row and throws most away."""
+    rows = _rows_within(p)
+    if p.options.causal is not None or p.options.window is not None:
+        rows = min(rows, max(1, BAND_ROWS // p.group))
+    if rows >= 32:
+        rows -= rows % 16
+    return max(1, min(p.n_q, rows))
+
+
+BAND_ROWS = 128
+TRANSPOSED = True
 
 
 @dataclass(frozen=True)
@@ -197,8 +211,16 @@ class _Part:
         v1[:, :-1], v1[:, -1] = self.v2[keys.start : keys.stop], 1.0
         self.v1 = v1
         self.small = p.logit_bound <= float(np.log(np.finfo(np.float64).max)) / 2
+        self.plain = p.bias is None and p.alibi is None and p.mask is None and p.cannot_overflow  # combine: nothing to do
+        # dKᵀ and dVᵀ [d, keys], added to by Qᵀ dS' and dOᵀ E: OpenBLAS runs these
+        # [d, r] @ [r, c] products faster than dS'ᵀ Q ([c, r] @ [r, d])
+        self.dkt = np.zeros((d_k := self.q3.shape[-1], len(keys)))
+        self.dvt = np.zeros((self.v2.shape[-1], len(keys)))
         for rows in blocks:
             self._block(rows)
+        self.dk2[keys.start : keys.stop] += self.dkt.T
+        self.dv2[keys.start : keys.stop] += self.dvt.T
+        del d_k
 
     def _buffer(self, name: str, size: int) -> np.ndarray:
         """The thread's flat buffer ``name`` of at least ``size`` numbers (a view of its first ``size``)."""
@@ -242,7 +264,8 @@ class _Part:
         sink = None if p.sinks is None else np.broadcast_to(p.sinks, self.lead + (1, 1)).reshape(g, 1, 1)
         ref = None
         if self.small:  # exp needs no max: the band as 0/1 weights after it (exp is slow on −inf)
-            combine(logits, p, rows, cols, inside=True)
+            if not self.plain:
+                combine(logits, p, rows, cols, inside=True)
             np.exp(e, out=e)
             e3 = e.reshape(g, br, c)
             for a, b in cut:
@@ -284,10 +307,17 @@ class _Part:
         inv_factor = (ds_inv * p.factor).reshape(g, br, 1)
         np.multiply(dq.reshape(g, br, d_k), inv_factor, out=self.dq3[:, rows])  # dQ = dS K · factor
         q2 *= ds_inv  # Q · factor / l
-        self.dk2[cols] += np.matmul(ds.T, q2, out=self._buffer("dk", c * d_k).reshape(c, d_k))  # [c, r] @ [r, d_k]
-        dos = do2[:, :d_v]
-        dos *= inv  # dO / l
-        self.dv2[cols] += np.matmul(e.T, dos, out=self._buffer("dv", c * d_v).reshape(c, d_v))  # [c, r] @ [r, d_v]
+        here = slice(keys.start - self.first, keys.stop - self.first)
+        if TRANSPOSED:
+            self.dkt[:, here] += np.matmul(q2.T, ds, out=self._buffer("dk", c * d_k).reshape(d_k, c))  # [d_k, r] @ [r, c]
+            dos = do2[:, :d_v]
+            dos *= inv  # dO / l
+            self.dvt[:, here] += np.matmul(dos.T, e, out=self._buffer("dv", c * d_v).reshape(d_v, c))  # [d_v, r] @ [r, c]
+        else:
+            self.dk2[cols] += np.matmul(ds.T, q2, out=self._buffer("dk", c * d_k).reshape(c, d_k))  # [c, r] @ [r, d_k]
+            dos = do2[:, :d_v]
+            dos *= inv  # dO / l
+            self.dv2[cols] += np.matmul(e.T, dos, out=self._buffer("dv", c * d_v).reshape(c, d_v))  # [c, r] @ [r, d_v]
 
 
 def _viewed(m: np.ndarray, g: int) -> np.ndarray:
