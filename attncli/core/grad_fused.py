@@ -73,7 +73,6 @@ def _rows_per_block(p: Problem) -> int:
 
 
 BAND_ROWS = 128
-TRANSPOSED = True
 
 
 @dataclass(frozen=True)
@@ -116,26 +115,43 @@ def fused(
         if u.own
     }
 
+    small = p.logit_bound <= float(np.log(np.finfo(np.float64).max)) / 2  # exp(logit) within float64's normals
+    plain = p.bias is None and p.alibi is None and p.mask is None and p.cannot_overflow
+
     def run(unit: _Unit) -> None:
         def pick(m: np.ndarray) -> np.ndarray:
             return _pick(m, unit.where, ndim)
 
+        part, blocks = unit.part, unit.blocks
+        g = math.prod(part.logits_shape[:-2])
+        keys = range(min(_keys(part, b).start for b in blocks), max(_keys(part, b).stop for b in blocks))
         dk_part, dv_part = own[id(unit)] if unit.own else (pick(dk), pick(dv))
         scratch = local.__dict__.setdefault("buffers", {})
-        _Part(
-            unit.part,
-            pick(qm),
-            pick(km),
-            pick(do),
-            pick(output),
-            pick(dq),
-            dk_part,
-            dv_part,
-            None if sink_terms is None else pick(sink_terms),
+        head = _Part(
+            part,
+            g,
+            _by_head(pick(qm), part, g),
+            _by_head(pick(do), part, g),
+            pick(km).reshape(km.shape[-2:]),
+            np.empty((0, d_v + 1)),
+            keys.start,
+            _viewed(pick(output), g),
+            _viewed(pick(dq), g),
+            np.zeros((d_k, len(keys))),
+            np.zeros((d_v, len(keys))),
+            None if sink_terms is None else _viewed(pick(sink_terms), g),
             None if ds_bias is None else pick(ds_bias),
             shared,
             scratch,
-        ).run(unit.blocks)
+            small,
+            plain,
+        )
+        head.v1 = head.buffer("v1", len(keys), d_v + 1)  # [V, 1] of the unit's keys
+        head.v1[:, :d_v], head.v1[:, d_v] = part.v.reshape(part.v.shape[-2:])[keys.start : keys.stop], 1.0
+        for rows in blocks:
+            head.block(rows)
+        _viewed(dk_part, 1)[0, keys.start : keys.stop] += head.dkt.T
+        _viewed(dv_part, 1)[0, keys.start : keys.stop] += head.dvt.T
 
     map_blocks(run, units, workers, progress)
     for unit in units:  # in order, whatever thread ran which
@@ -174,150 +190,132 @@ def _keys(p: Problem, rows: slice) -> range:
 
 @dataclass
 class _Part:
-    """One K/V head with its group of query heads: views of its inputs and of what it writes."""
+    """One K/V head with its group of g query heads, as its blocks use it: the
+    inputs as [g, n, d] views, and views of what the blocks write (O, dQ, the
+    sink terms, dbias) or add to (dK and dV, through dKᵀ and dVᵀ of the unit's
+    keys: OpenBLAS runs Qᵀ dS' ([d, r] @ [r, c]) faster than dS'ᵀ Q)."""
 
     part: Problem
-    q: np.ndarray  # [..., (g,) n_q, d_k]
-    k: np.ndarray  # [..., n_k, d_k]
-    do: np.ndarray  # [..., (g,) n_q, d_v]
-    out: np.ndarray  # [..., (g,) n_q, d_v] O
-    dq: np.ndarray  # [..., (g,) n_q, d_k]
-    dk: np.ndarray  # [..., n_k, d_k]
-    dv: np.ndarray  # [..., n_k, d_v]
-    sink_terms: np.ndarray | None  # [..., (g,) n_q, 1]
-    ds_bias: np.ndarray | None
-    shared: threading.Lock
-    scratch: dict[str, np.ndarray]
+    g: int
+    q: np.ndarray  # [g, n_q, d_k]
+    do: np.ndarray  # [g, n_q, d_v]
+    k: np.ndarray  # [n_k, d_k]
+    v1: np.ndarray  # [c, d_v + 1] [V, 1] of the unit's keys, from ``first`` on (a buffer of the thread's)
+    first: int
+    out: np.ndarray  # [g, n_q, d_v] O
+    dq: np.ndarray  # [g, n_q, d_k]
+    dkt: np.ndarray  # [d_k, c] Σ (Q · factor / l)ᵀ dS' over the unit's blocks
+    dvt: np.ndarray  # [d_v, c] Σ (dO / l)ᵀ E
+    sink_terms: np.ndarray | None  # [g, n_q, 1]
+    ds_bias: np.ndarray | None  # the part's dbias, summed to the bias's shape
+    shared: threading.Lock  # held while adding to dbias (a bias may be shared by parts)
+    scratch: dict[str, np.ndarray]  # the thread's buffers, by name
+    small: bool  # every |logit| is small: exp needs no max
+    plain: bool  # ``combine`` has nothing to do: no bias, ALiBi or mask, no overflow to check
 
-    def run(self, blocks: list[slice]) -> None:
-        p = self.part
-        lead = p.logits_shape[:-2]
-        g = math.prod(lead)
+    def buffer(self, name: str, *shape: int) -> np.ndarray:
+        """The thread's buffer ``name`` as a C-contiguous array of ``shape``: the
+        first numbers of one flat array, kept for every block (allocating a block's
+        arrays anew made the allocator fault their pages in again every time)."""
+        size = math.prod(shape)
+        flat = self.scratch.get(name)
+        if flat is None or flat.size < size:
+            flat = self.scratch[name] = np.empty(size)
+        return flat[:size].reshape(shape)
 
-        def heads(m: np.ndarray) -> np.ndarray:
-            """[..., (g,) n, m] -> [g, n, m], a view."""
-            return np.broadcast_to(m, lead + m.shape[-2:]).reshape(g, *m.shape[-2:])
-
-        self.g, self.lead = g, lead
-        self.q3, self.do3 = heads(self.q), heads(self.do)
-        self.out3, self.dq3 = _viewed(self.out, g), _viewed(self.dq, g)  # written to: views, never copies
-        self.sinks3 = None if self.sink_terms is None else _viewed(self.sink_terms, g)
-        self.dk2, self.dv2 = _viewed(self.dk, 1)[0], _viewed(self.dv, 1)[0]
-        self.k2 = self.k.reshape(self.k.shape[-2:])
-        self.v2 = p.v.reshape(p.v.shape[-2:])
-        keys = range(min(_keys(p, b).start for b in blocks), max(_keys(p, b).stop for b in blocks))
-        self.first = keys.start
-        v1 = self._buffer("v1", len(keys) * (self.v2.shape[-1] + 1)).reshape(len(keys), -1)  # [V, 1]
-        v1[:, :-1], v1[:, -1] = self.v2[keys.start : keys.stop], 1.0
-        self.v1 = v1
-        self.small = p.logit_bound <= float(np.log(np.finfo(np.float64).max)) / 2
-        self.plain = p.bias is None and p.alibi is None and p.mask is None and p.cannot_overflow  # combine: nothing to do
-        # dKᵀ and dVᵀ [d, keys], added to by Qᵀ dS' and dOᵀ E: OpenBLAS runs these
-        # [d, r] @ [r, c] products faster than dS'ᵀ Q ([c, r] @ [r, d])
-        self.dkt = np.zeros((d_k := self.q3.shape[-1], len(keys)))
-        self.dvt = np.zeros((self.v2.shape[-1], len(keys)))
-        for rows in blocks:
-            self._block(rows)
-        self.dk2[keys.start : keys.stop] += self.dkt.T
-        self.dv2[keys.start : keys.stop] += self.dvt.T
-        del d_k
-
-    def _buffer(self, name: str, size: int) -> np.ndarray:
-        """The thread's flat buffer ``name`` of at least ``size`` numbers (a view of its first ``size``)."""
-        buf = self.scratch.get(name)
-        if buf is None or buf.size < size:
-            buf = self.scratch[name] = np.empty(size)
-        return buf[:size]
-
-    def _block(self, rows: slice) -> None:
+    def block(self, rows: slice) -> None:
+        """O, dQ and the sink terms of the queries ``rows``, and their share of dK,
+        dV and dbias: six products, one exp (the module's docstring)."""
         p, g = self.part, self.g
+        lead = p.logits_shape[:-2]
         br = rows.stop - rows.start
-        r = g * br
-        d_k, d_v = self.q3.shape[-1], self.v2.shape[-1]
+        r, d_k, d_v = g * br, self.q.shape[-1], self.v1.shape[-1] - 1  # r: the rows' queries × their heads
         keys = _keys(p, rows)
-        c = len(keys)
-        if c == 0:  # no query of the block may see any key: O = 0, and so are its gradients
-            self.out3[:, rows] = 0.0
-            self.dq3[:, rows] = 0.0
-            if self.sinks3 is not None:
-                self.sinks3[:, rows] = 0.0
+        if not keys:  # no query of the block may see any key: O = 0, and so are its gradients
+            self.out[:, rows], self.dq[:, rows] = 0.0, 0.0
+            if self.sink_terms is not None:
+                self.sink_terms[:, rows] = 0.0
             return
-        cols = slice(keys.start, keys.stop)
-        k, v1 = self.k2[cols], self.v1[keys.start - self.first : keys.stop - self.first]  # [c, d_k], [c, d_v + 1]
-        qs = self._buffer("q", r * d_k).reshape(g, br, d_k)
-        np.multiply(self.q3[:, rows], p.factor, out=qs)  # Q · factor
-        q2 = qs.reshape(r, d_k)
-        do1 = self._buffer("do", r * (d_v + 1)).reshape(g, br, d_v + 1)  # [dO, −D]
-        do1[..., :d_v] = self.do3[:, rows]
-        do2 = do1.reshape(r, d_v + 1)
+        c, cols = len(keys), slice(keys.start, keys.stop)
+        here = slice(keys.start - self.first, keys.stop - self.first)
+        k, v1 = self.k[cols], self.v1[here]  # [c, d_k], [c, d_v + 1]
+        qs = self.buffer("q", r, d_k)  # [r, d_k] Q · factor, each query head's rows together
+        np.multiply(self.q[:, rows], p.factor, out=qs.reshape(g, br, d_k))
+        do1 = self.buffer("do", r, d_v + 1)  # [r, d_v + 1] [dO, −D]
+        do1.reshape(g, br, d_v + 1)[..., :d_v] = self.do[:, rows]
 
-        e = np.matmul(q2, k.T, out=self._buffer("e", r * c).reshape(r, c))  # [r, d_k] @ [d_k, c] -> [r, c] S
-        logits = e.reshape(self.lead + (br, c))  # [..., g, br, c] as the options see the block
-        every = seen_by_all(range(rows.start, rows.stop), p.n_q, p.n_k, p.options.causal, p.options.window)
-        cut = [
-            (a, b)
-            for a, b in ((keys.start, min(keys.stop, every.start)), (max(keys.start, every.stop), keys.stop))
-            if b > a
-        ]  # the keys the band cuts: a window's left edge, causal's diagonal
-        if len(every) == 0:
-            cut = [(keys.start, keys.stop)]
-        sink = None if p.sinks is None else np.broadcast_to(p.sinks, self.lead + (1, 1)).reshape(g, 1, 1)
-        ref = None
-        if self.small:  # exp needs no max: the band as 0/1 weights after it (exp is slow on −inf)
+        e = np.matmul(qs, k.T, out=self.buffer("e", r, c))  # [r, d_k] @ [d_k, c] -> [r, c] S
+        sink = None if p.sinks is None else np.broadcast_to(p.sinks, lead + (1, 1)).reshape(g, 1, 1)
+        ref = self._exp(e, rows, keys, sink)  # E, in place; each row's max when one was taken
+        ev = np.matmul(e, v1, out=self.buffer("ev", r, d_v + 1))  # [r, c] @ [c, d_v + 1] -> [E V, rowsum(E)]
+        total = ev[:, d_v]  # [r] l, a view
+        sink_e = None
+        if sink is not None:  # a sink joins each row's sum, with no value: exp(sink − max)
+            sink_e = np.broadcast_to(np.exp(sink - (0.0 if ref is None else ref.reshape(g, br, 1))), (g, br, 1))
+            total += sink_e.reshape(r)
+        inv = np.divide(1.0, total, out=np.zeros(r), where=total > 0)[:, None]  # [r, 1] 1 / l (0: no weight at all)
+        out = np.multiply(ev[:, :d_v].reshape(g, br, d_v), inv.reshape(g, br, 1), out=self.out[:, rows])  # O
+        delta = np.einsum("gbd,gbd->gb", do1.reshape(g, br, d_v + 1)[..., :d_v], out)  # [g, br] D = rowsum(dO ∘ O)
+        do1[:, d_v] = -delta.reshape(r)
+        if self.sink_terms is not None and sink_e is not None:  # −p_s · D, p_s = exp(sink) / l
+            self.sink_terms[:, rows] = -(sink_e * inv.reshape(g, br, 1)) * delta[..., None]
+
+        ds = np.matmul(do1, v1.T, out=self.buffer("ds", r, c))  # [r, d_v + 1] @ [d_v + 1, c] -> dP − D
+        ds *= e  # dS' = E ∘ (dP − D) = dS · l
+        ds_inv = inv  # what turns dS' into dS, row by row
+        if self.ds_bias is not None:  # dbias = dS, the bias's block
+            ds *= inv
+            ds_inv = np.ones_like(inv)
+            block_of_bias = _cut(self.ds_bias, rows, cols)  # a view
+            summed = sum_to(ds.reshape(lead + (br, c)), block_of_bias.shape)
+            with self.shared:
+                block_of_bias += summed
+        dq = np.matmul(ds, k, out=self.buffer("dq", r, d_k))  # [r, c] @ [c, d_k] -> dS' K
+        np.multiply(
+            dq.reshape(g, br, d_k), (ds_inv * p.factor).reshape(g, br, 1), out=self.dq[:, rows]
+        )  # dS K · factor
+        qs *= ds_inv  # Q · factor / l
+        self.dkt[:, here] += np.matmul(qs.T, ds, out=self.buffer("dk", d_k, c))  # [d_k, r] @ [r, c]: (dS'ᵀ Q/l)ᵀ
+        dos = do1[:, :d_v]
+        dos *= inv  # dO / l
+        self.dvt[:, here] += np.matmul(dos.T, e, out=self.buffer("dv", d_v, c))  # [d_v, r] @ [r, c]: (Eᵀ dO/l)ᵀ
+
+    def _exp(self, e: np.ndarray, rows: slice, keys: range, sink: np.ndarray | None) -> np.ndarray | None:
+        """S [r, c] -> E = exp(logits) in place, 0 where a query may not attend ->
+        each row's max [r, 1] that was taken from the logits first (None: none was)."""
+        p, g = self.part, self.g
+        br, c = rows.stop - rows.start, e.shape[-1]
+        logits = e.reshape(p.logits_shape[:-2] + (br, c))  # [..., g, br, c] a view, as the options see the block
+        queries, cols = range(rows.start, rows.stop), slice(keys.start, keys.stop)
+        every = seen_by_all(queries, p.n_q, p.n_k, p.options.causal, p.options.window)
+        cut = (
+            [(a, b) for a, b in ((keys.start, every.start), (every.stop, keys.stop)) if b > a]
+            if every
+            else [(keys.start, keys.stop)]
+        )  # the keys the band cuts: a window's left edge, causal's diagonal
+        if self.small:  # exp needs no max: the band as 0/1 weights after it (numpy's exp is slow on −inf)
             if not self.plain:
                 combine(logits, p, rows, cols, inside=True)
             np.exp(e, out=e)
             e3 = e.reshape(g, br, c)
             for a, b in cut:
                 e3[:, :, a - keys.start : b - keys.start] *= band_weights(
-                    range(rows.start, rows.stop), range(a, b), p.n_q, p.n_k, p.options.causal, p.options.window, e.dtype
+                    queries, range(a, b), p.n_q, p.n_k, p.options.causal, p.options.window, e.dtype
                 )
-        else:  # each row's max first; −∞ where forbidden
-            combine(logits, p, rows, cols, inside=not cut)
-            peak = e.max(axis=-1, keepdims=True)  # [r, 1]
-            if sink is not None:  # a sink is one more logit of each row
-                peak = np.maximum(peak.reshape(g, br, 1), sink).reshape(r, 1)
-            ref = np.where(np.isfinite(peak), peak, 0.0)  # a row that sees nothing: exp(−∞ − 0) = 0
-            np.subtract(e, ref, out=e)
-            np.exp(e, out=e)
-        ev = np.matmul(e, v1, out=self._buffer("o", r * (d_v + 1)).reshape(r, d_v + 1))  # [r, c] @ [c, d_v + 1]
-        total = ev[:, d_v]  # [r] l = rowsum(E), from the column of ones
-        sink_e = None
-        if sink is not None:  # a sink joins each row's sum, with no value: exp(sink − ref)
-            shift = 0.0 if ref is None else ref.reshape(g, br, 1)
-            sink_e = np.broadcast_to(np.exp(sink - shift), (g, br, 1)).reshape(r)
-            total += sink_e
-        inv = np.divide(1.0, total, out=np.zeros(r), where=total > 0)[:, None]  # [r, 1] 1 / l (0: no weight at all)
-        out = np.multiply(ev[:, :d_v].reshape(g, br, d_v), inv.reshape(g, br, 1), out=self.out3[:, rows])  # O = E V / l
-        delta = np.einsum("gbd,gbd->gb", do1[..., :d_v], out).reshape(r)  # [r] D = rowsum(dO ∘ O)
-        do2[:, d_v] = -delta
-        if self.sinks3 is not None and sink_e is not None:  # −p_s · D, p_s = exp(sink) / (l + exp(sink))
-            self.sinks3[:, rows] = (-(sink_e * inv[:, 0]) * delta).reshape(g, br, 1)
-        ds = np.matmul(do2, v1.T, out=self._buffer("ds", r * c).reshape(r, c))  # [r, d_v + 1] @ [d_v + 1, c]: dP − D
-        ds *= e  # dS' = E ∘ (dP − D) = dS · l
-        ds_inv = inv  # what turns dS' into dS, row by row
-        if self.ds_bias is not None:  # dbias = dS, the bias's block
-            ds *= inv
-            ds_inv = np.ones_like(inv)
-            block_of_bias = _cut(self.ds_bias, rows, cols)
-            summed = sum_to(ds.reshape(self.lead + (br, c)), block_of_bias.shape)
-            with self.shared:
-                block_of_bias += summed
-        dq = np.matmul(ds, k, out=self._buffer("dq", r * d_k).reshape(r, d_k))  # [r, c] @ [c, d_k]
-        inv_factor = (ds_inv * p.factor).reshape(g, br, 1)
-        np.multiply(dq.reshape(g, br, d_k), inv_factor, out=self.dq3[:, rows])  # dQ = dS K · factor
-        q2 *= ds_inv  # Q · factor / l
-        here = slice(keys.start - self.first, keys.stop - self.first)
-        if TRANSPOSED:
-            self.dkt[:, here] += np.matmul(q2.T, ds, out=self._buffer("dk", c * d_k).reshape(d_k, c))  # [d_k, r] @ [r, c]
-            dos = do2[:, :d_v]
-            dos *= inv  # dO / l
-            self.dvt[:, here] += np.matmul(dos.T, e, out=self._buffer("dv", c * d_v).reshape(d_v, c))  # [d_v, r] @ [r, c]
-        else:
-            self.dk2[cols] += np.matmul(ds.T, q2, out=self._buffer("dk", c * d_k).reshape(c, d_k))  # [c, r] @ [r, d_k]
-            dos = do2[:, :d_v]
-            dos *= inv  # dO / l
-            self.dv2[cols] += np.matmul(e.T, dos, out=self._buffer("dv", c * d_v).reshape(c, d_v))  # [c, r] @ [r, d_v]
+            return None
+        combine(logits, p, rows, cols, inside=not cut)  # −∞ where forbidden
+        peak = e.max(axis=-1, keepdims=True)  # [r, 1]
+        if sink is not None:  # a sink is one more logit of each row
+            peak = np.maximum(peak.reshape(g, br, 1), sink).reshape(-1, 1)
+        ref = np.where(np.isfinite(peak), peak, 0.0)  # a row that sees nothing: exp(−∞ − 0) = 0
+        np.subtract(e, ref, out=e)
+        np.exp(e, out=e)
+        return ref
+
+
+def _by_head(m: np.ndarray, part: Problem, g: int) -> np.ndarray:
+    """[..., (g,) n, m] -> [g, n, m], a view (of the broadcast when m is shared by heads)."""
+    return np.broadcast_to(m, part.logits_shape[:-2] + m.shape[-2:]).reshape(g, *m.shape[-2:])
 
 
 def _viewed(m: np.ndarray, g: int) -> np.ndarray:
