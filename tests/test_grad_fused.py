@@ -99,6 +99,27 @@ def test_blocks_stay_within_cells_and_compute_no_key_their_queries_cannot_see(op
     assert_same(got.named(), attention_grad(q, k, v, dout, AttentionOptions(**options), block=0).named())
 
 
+@pytest.mark.parametrize("scaled", ["v", "dout"])
+def test_values_too_large_for_an_unnormalised_e_take_the_running_max(scaled, monkeypatch):
+    """Small logits but V or dO so large that exp(logit) unnormalised could overflow
+    in E V or E ∘ (dP − D): each row's max is taken first, and the gradients are the
+    whole closed form's."""
+    small_blocks(monkeypatch)
+    taken = []
+    original = gf._no_max_needed
+    monkeypatch.setattr(gf, "_no_max_needed", lambda *a: taken.append(original(*a)) or taken[-1])
+    q, k, v, dout = problem(5, 4, 2, n_q=60, n_k=50)
+    options = AttentionOptions(causal="top-left")
+    inputs = {"v": v, "dout": dout}
+    inputs[scaled] = inputs[scaled] * 1e240
+    got = attention_grad(q, k, inputs["v"], inputs["dout"], options)
+    assert taken == [False]
+    assert_same(got.named(), attention_grad(q, k, inputs["v"], inputs["dout"], options, block=0).named(), scaled)
+    taken.clear()
+    attention_grad(q, k, v, dout, options)
+    assert taken == [True]
+
+
 @pytest.mark.parametrize("heads", [(1, 1), (4, 2)], ids=["one head", "gqa two kv heads"])
 def test_one_head_goes_in_query_ranges_and_the_sums_do_not_depend_on_the_workers(heads, monkeypatch):
     small_blocks(monkeypatch)

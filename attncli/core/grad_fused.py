@@ -14,9 +14,10 @@ log-sum-exp saved and no second exp::
 six products and one exp per logit (the two-pass path in ``grad_blocks``
 needs seven and two). The 1 / l of each row is carried on the [Br, d]
 matrices, never on the [Br, keys] ones. When every |logit| is known to be
-small (``Problem.logit_bound``) exp needs no max, and the band's cut keys
-(causal's diagonal, a window's edges) become 0 as weights after exp;
-otherwise each row's max is taken first and ``combine`` sets −∞. Keys no
+small and the inputs' sizes keep E's products in range (``_no_max_needed``)
+exp needs no max, and the band's cut keys (causal's diagonal, a window's
+edges) become 0 as weights after exp; otherwise each row's max is taken
+first and ``combine`` sets −∞. Keys no
 query of the block may see are never computed. The soft-cap goes the
 two-pass way (``usable``).
 """
@@ -115,7 +116,7 @@ def fused(
         if u.own
     }
 
-    small = p.logit_bound <= float(np.log(np.finfo(np.float64).max)) / 2  # exp(logit) within float64's normals
+    small = _no_max_needed(p, qm, km, do)
     plain = p.bias is None and p.alibi is None and p.mask is None and p.cannot_overflow
 
     def run(unit: _Unit) -> None:
@@ -182,6 +183,33 @@ def _units(p: Problem, rows: int) -> list[_Unit]:
     ]
     units.sort(key=lambda unit: unit.cost, reverse=True)
     return units
+
+
+# exp(logit) with no max taken: while every |logit| ≤ this, E lies within e^±128
+# (1e±56), far inside float64's normal numbers, and so do l, E V and E ∘ (dP − D)
+# for any inputs short of 1e240 (``_no_max_needed``).
+SMALL_LOGITS = 128.0
+
+
+def _no_max_needed(p: Problem, qm: np.ndarray, km: np.ndarray, do: np.ndarray) -> bool:
+    """Whether exp(logits) may be taken with no row max first: every |logit| ≤
+    SMALL_LOGITS (``Problem.logit_bound``: no bias or ALiBi), and what the
+    unnormalised E meets stays far below float64's largest: e^(2 · bound) · n ·
+    (1 + ‖V‖)(1 + 2 ‖dO‖ ‖V‖)(1 + factor (‖Q‖ + ‖K‖)), the norms the rows'
+    largest. NaN compares false: the running max then, as for any input it cannot vouch for."""
+    bound = p.logit_bound
+    if not bound <= SMALL_LOGITS:
+        return False
+    q, k, v, dout = (_largest_norm(m) for m in (qm, km, p.v, do))
+    with np.errstate(over="ignore", invalid="ignore"):
+        reach = math.exp(2 * bound) * max(p.n_q, p.n_k) * (1 + v) * (1 + 2 * dout * v) * (1 + abs(p.factor) * (q + k))
+    return bool(reach < 1e300)
+
+
+def _largest_norm(m: np.ndarray) -> float:
+    """max over rows of ‖row‖: [..., n, d] -> a number (inf past float64's range, NaN with a NaN)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return float(np.sqrt(np.einsum("...i,...i->...", m, m).max())) if m.size else 0.0
 
 
 def _keys(p: Problem, rows: slice) -> range:
