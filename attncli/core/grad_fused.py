@@ -118,6 +118,22 @@ def fused(
 
     small = _no_max_needed(p, qm, km, do)
     plain = p.bias is None and p.alibi is None and p.mask is None and p.cannot_overflow
+    blocks = {(b.start, b.stop) for unit in units for b in unit.blocks}  # every part's are the same
+    rows = max(b - a for a, b in blocks) * p.group  # a block's rows (queries × their group of heads) at most
+    cells = max(len(_keys(p, slice(a, b))) * (b - a) for a, b in blocks) * p.group  # ≤ CELLS
+    sizes = {  # each buffer's numbers at most, made at that size once per thread and call
+        "e": cells,
+        "ds": cells,
+        "q": rows * d_k,
+        "do": rows * (d_v + 1),
+        "ev": rows * (d_v + 1),
+        "dq": rows * d_k,
+        "v1": p.n_k * (d_v + 1),
+        "dk": d_k * p.n_k,
+        "dv": d_v * p.n_k,
+        "dkt": d_k * p.n_k,
+        "dvt": d_v * p.n_k,
+    }
 
     def run(unit: _Unit) -> None:
         def pick(m: np.ndarray) -> np.ndarray:
@@ -127,7 +143,10 @@ def fused(
         g = math.prod(part.logits_shape[:-2])
         keys = range(min(_keys(part, b).start for b in blocks), max(_keys(part, b).stop for b in blocks))
         dk_part, dv_part = own[id(unit)] if unit.own else (pick(dk), pick(dv))
-        scratch = local.__dict__.setdefault("buffers", {})
+        scratch = local.__dict__.get("buffers")
+        if scratch is None:  # the thread's buffers, made once at their largest (freeing and making
+            # megabytes anew for every block made glibc hand their pages back and fault them in again)
+            scratch = local.buffers = {name: np.empty(size) for name, size in sizes.items()}
         head = _Part(
             part,
             g,
@@ -138,8 +157,8 @@ def fused(
             keys.start,
             _viewed(pick(output), g),
             _viewed(pick(dq), g),
-            np.zeros((d_k, len(keys))),
-            np.zeros((d_v, len(keys))),
+            scratch["dkt"][: d_k * len(keys)].reshape(d_k, len(keys)),
+            scratch["dvt"][: d_v * len(keys)].reshape(d_v, len(keys)),
             None if sink_terms is None else _viewed(pick(sink_terms), g),
             None if ds_bias is None else pick(ds_bias),
             shared,
@@ -147,6 +166,7 @@ def fused(
             small,
             plain,
         )
+        head.dkt[...], head.dvt[...] = 0.0, 0.0
         head.v1 = head.buffer("v1", len(keys), d_v + 1)  # [V, 1] of the unit's keys
         head.v1[:, :d_v], head.v1[:, d_v] = part.v.reshape(part.v.shape[-2:])[keys.start : keys.stop], 1.0
         for rows in blocks:
