@@ -116,7 +116,6 @@ def fused(
     sink_terms = None if p.sinks is None else np.empty(lead + (p.n_q, 1))
     ds_bias = None if p.bias is None else np.zeros(p.bias.shape)
     shared = threading.Lock()
-    local = threading.local()
     units = _units(p, _rows_per_block(p))
     own = {  # dK and dV of a part's later ranges of queries, added up after
         id(u): (np.zeros(_pick(dk, u.where, ndim).shape), np.zeros(_pick(dv, u.where, ndim).shape))
@@ -151,10 +150,7 @@ def fused(
         g = math.prod(part.logits_shape[:-2])
         keys = range(min(_keys(part, b).start for b in blocks), max(_keys(part, b).stop for b in blocks))
         dk_part, dv_part = own[id(unit)] if unit.own else (pick(dk), pick(dv))
-        scratch = local.__dict__.get("buffers")
-        if scratch is None:  # the thread's buffers, made once at their largest (freeing and making
-            # megabytes anew for every block made glibc hand their pages back and fault them in again)
-            scratch = local.buffers = {name: np.empty(size) for name, size in sizes.items()}
+        scratch = _scratch(sizes)
         head = _Part(
             part,
             g,
@@ -188,6 +184,29 @@ def fused(
             _pick(dk, unit.where, ndim)[...] += own[id(unit)][0]
             _pick(dv, unit.where, ndim)[...] += own[id(unit)][1]
     return dq, dk, dv, ds_bias, sink_terms, output
+
+
+# Each thread keeps its buffers from call to call, up to this many numbers (32 MiB):
+# made anew for every call, freeing megabytes made glibc hand their pages back
+# and fault them in again, which two threads of one process pay for in turn
+# (the process's page tables are shared): two threads each running the same
+# [1, 4, 1024, 64] causal call took 62 → 122 ms a call over four rounds where
+# two processes took 70–75, and 70–87 with the buffers kept, as processes did.
+KEPT_NUMBERS = 1 << 22
+_kept = threading.local()
+
+
+def _scratch(sizes: dict[str, int]) -> dict[str, np.ndarray]:
+    """The calling thread's buffers, each of at least ``sizes`` numbers: the ones
+    it keeps when they are large enough, else made (and kept if within KEPT_NUMBERS)."""
+    kept = getattr(_kept, "buffers", None)
+    if kept is not None and all(name in kept and kept[name].size >= size for name, size in sizes.items()):
+        return kept
+    if kept is not None:  # grow what is kept rather than keep two sets
+        sizes = {name: max(size, kept[name].size if name in kept else 0) for name, size in sizes.items()}
+    made = {name: np.empty(size) for name, size in sizes.items()}
+    _kept.buffers = made if sum(sizes.values()) <= KEPT_NUMBERS else None
+    return made
 
 
 def _units(p: Problem, rows: int) -> list[_Unit]:
