@@ -165,3 +165,22 @@ def test_fused_agrees_with_torch_autograd_live(causal, monkeypatch):
     np.testing.assert_allclose(grads.output[..., rows, :], out.detach().numpy()[..., rows, :], rtol=1e-10, atol=1e-10)
     for got, want in ((grads.dq[..., rows, :], tq.grad[..., rows, :]), (grads.dk, tk.grad), (grads.dv, tv.grad)):
         np.testing.assert_allclose(got, want.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_a_thread_keeps_its_buffers_from_call_to_call_up_to_kept_numbers(monkeypatch):
+    """One worker runs in the calling thread: its buffers are kept for the next
+    call (the same arrays, the same gradients), and not kept past KEPT_NUMBERS."""
+    monkeypatch.setattr(gf._kept, "buffers", None, raising=False)
+    q, k, v, dout = problem(6, 2, 2, n_q=300, n_k=260, d_k=8, d_v=8, batch=1)
+    options = AttentionOptions(causal="top-left")
+    first = attention_grad(q, k, v, dout, options, workers=1)
+    kept = gf._kept.buffers
+    assert kept is not None and sum(b.size for b in kept.values()) <= gf.KEPT_NUMBERS
+    again = attention_grad(q, k, v, dout, options, workers=1)
+    assert gf._kept.buffers is kept and all(gf._kept.buffers[name] is b for name, b in kept.items())
+    for key, g in first.named().items():
+        np.testing.assert_array_equal(again.named()[key], g, err_msg=key)
+    monkeypatch.setattr(gf, "KEPT_NUMBERS", 1000)
+    monkeypatch.setattr(gf._kept, "buffers", None)
+    attention_grad(q, k, v, dout, options, workers=1)
+    assert gf._kept.buffers is None
