@@ -33,11 +33,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from attncli.core.arrays import sum_to
+from attncli.core.grad_blocks import Sums
 from attncli.core.logits import Problem, _cut, _pick, combine
 from attncli.core.parallel import map_blocks
 from attncli.core.positions import band_weights, seen_by_all, visible_keys
-
-Sums = tuple[np.ndarray, np.ndarray, np.ndarray, "np.ndarray | None", "np.ndarray | None", np.ndarray]
 
 # A block's logits: at most this many numbers (4 MiB in float64), twice over (E and dS).
 CELLS = 1 << 19
@@ -86,6 +85,8 @@ BAND_BLOCK = 512
 
 @dataclass(frozen=True)
 class _Unit:
+    """A part of the problem (one K/V head with its group of query heads) over a range of its query blocks."""
+
     where: tuple[slice, ...]  # the part's place on the leading axes
     part: Problem
     blocks: list[slice]  # its query blocks
@@ -128,7 +129,7 @@ def fused(
     blocks = {(b.start, b.stop) for unit in units for b in unit.blocks}  # every part's are the same
     rows = max(b - a for a, b in blocks) * p.group  # a block's rows (queries × their group of heads) at most
     cells = max(len(_keys(p, slice(a, b))) * (b - a) for a, b in blocks) * p.group  # ≤ CELLS
-    sizes = {  # each buffer's numbers at most, made at that size once per thread and call
+    sizes = {  # each buffer's numbers at most: a thread's buffers are made at these sizes (``_scratch``)
         "e": cells,
         "ds": cells,
         "q": rows * d_k,
@@ -151,13 +152,15 @@ def fused(
         keys = range(min(_keys(part, b).start for b in blocks), max(_keys(part, b).stop for b in blocks))
         dk_part, dv_part = own[id(unit)] if unit.own else (pick(dk), pick(dv))
         scratch = _scratch(sizes)
+        v1 = scratch["v1"][: len(keys) * (d_v + 1)].reshape(len(keys), d_v + 1)  # [V, 1] of the unit's keys
+        v1[:, :d_v], v1[:, d_v] = part.v.reshape(part.v.shape[-2:])[keys.start : keys.stop], 1.0
         head = _Part(
             part,
             g,
             _by_head(pick(qm), part, g),
             _by_head(pick(do), part, g),
             pick(km).reshape(km.shape[-2:]),
-            np.empty((0, d_v + 1)),
+            v1,
             keys.start,
             _viewed(pick(output), g),
             _viewed(pick(dq), g),
@@ -171,8 +174,6 @@ def fused(
             plain,
         )
         head.dkt[...], head.dvt[...] = 0.0, 0.0
-        head.v1 = head.buffer("v1", len(keys), d_v + 1)  # [V, 1] of the unit's keys
-        head.v1[:, :d_v], head.v1[:, d_v] = part.v.reshape(part.v.shape[-2:])[keys.start : keys.stop], 1.0
         for rows in blocks:
             head.block(rows)
         _viewed(dk_part, 1)[0, keys.start : keys.stop] += head.dkt.T
@@ -395,6 +396,6 @@ def _by_head(m: np.ndarray, part: Problem, g: int) -> np.ndarray:
 
 def _viewed(m: np.ndarray, g: int) -> np.ndarray:
     """[..., (g,) n, m] -> [g, n, m] as a view of m (what is written there is written in m)."""
-    view = m.view()
-    view.shape = (g, *m.shape[-2:])  # raises rather than copy
+    view = m.reshape(g, *m.shape[-2:])
+    assert np.may_share_memory(view, m), "a reshape that copied would lose what is written"
     return view
