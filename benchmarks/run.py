@@ -10,8 +10,8 @@
    The same on the shapes models run ([B, H, N, D], causal, GQA, a window of
    256), beside torch SDPA, with the fraction of the machine's sgemm rate;
    then what causal and a window spare: attn masked against attn full.
-   The backward pass: ``attention_grad`` (forward + FlashAttention-2's
-   backward, float64) beside torch autograd of SDPA (forward + backward,
+   The backward pass: ``attention_grad`` (forward and backward fused by
+   blocks of queries, float64) beside torch autograd of SDPA (forward + backward,
    float64); what causal spares of it; the peak RSS of a process running it
    at two sizes; and ``attention_blocked(workers=1)`` with BLAS held to one
    thread against BLAS left at its own threads.
@@ -361,11 +361,12 @@ def gemm_rates() -> None:
 
 
 def backward(rounds: int) -> None:
-    """attn's backward pass (``attention_grad``: its forward, then FlashAttention-2's
-    backward) beside torch autograd of SDPA, forward + backward, both float64.
-    Each round runs every contender once, in turn; the best of each, the median
-    of the rounds' own ratios, and the fraction of the dgemm rate that the useful
-    products reach: 2 (forward) + 5 (backward) products of 2 · d per allowed logit."""
+    """attn's backward pass (``attention_grad``: forward and backward fused by
+    blocks of queries, ``core/grad_fused.py``) beside torch autograd of SDPA,
+    forward + backward, both float64. Each round runs every contender once, in
+    turn; the best of each, the median of the rounds' own ratios, and the
+    fraction of the dgemm rate that the useful products reach: the fused path's
+    six products (S, O, dP, dQ, dK, dV) of 2 · d per allowed logit."""
     from attncli import AttentionOptions, attention_grad
 
     try:
@@ -405,7 +406,7 @@ def backward(rounds: int) -> None:
             diff = f"{max(float(np.abs(a - b).max()) for a, b in zip(ours, results['torch'], strict=True)):.1e}"
         n, d = shape[-2], shape[-1]
         allowed = n * (n + 1) // 2 if causal else n * n
-        useful = 7 * 2 * d * allowed * math.prod(shape[:-2])
+        useful = 6 * 2 * d * allowed * math.prod(shape[:-2])
         ours, theirs = best["attn"], best.get("torch", math.nan)
         print(
             f"{label:<18} {str(list(shape)):<18} {_ms(ours):>8} {_ms(theirs):>9} {_ratio(theirs / ours):>10} "

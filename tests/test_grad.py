@@ -498,18 +498,26 @@ def test_blocked_backward_runs_batch_and_kv_heads_on_the_thread_pool(monkeypatch
 
 
 def test_long_inputs_go_in_blocks(monkeypatch):
+    """Past WHOLE_CELLS: fused by blocks of queries (grad_fused) when a block of them
+    holds every key, else the two passes in blocks of BLOCK (grad_blocks)."""
     import attncli.core.grad as grad
+    import attncli.core.grad_fused as grad_fused
 
-    seen = []
-    original = grad._blocked
+    seen, fused = [], []
+    original, original_fused = grad._blocked, grad.fused
     monkeypatch.setattr(grad, "WHOLE_CELLS", 10)
     monkeypatch.setattr(grad, "BLOCK", 2)
     monkeypatch.setattr(grad, "_blocked", lambda *a: seen.append(a[4]) or original(*a))  # its block
+    monkeypatch.setattr(grad, "fused", lambda *a: fused.append(1) or original_fused(*a))
+    monkeypatch.setattr(grad_fused, "SMALLEST_ROWS", 1)
     q, k, v, dout = problem(1)
-    got, whole = attention_grad(q, k, v, dout), grad.backward(q, k, v, dout, AttentionOptions())
-    assert seen == [2]
-    for key, g in whole.named().items():
-        np.testing.assert_allclose(got.named()[key], g, rtol=1e-12, atol=1e-13)
+    whole = grad.backward(q, k, v, dout, AttentionOptions())
+    for cells, path in ((1 << 19, fused), (1, seen)):  # a block of one query against every key no longer fits
+        monkeypatch.setattr(grad_fused, "CELLS", cells)
+        got = attention_grad(q, k, v, dout)
+        assert path == ([1] if path is fused else [2])
+        for key, g in whole.named().items():
+            np.testing.assert_allclose(got.named()[key], g, rtol=1e-12, atol=1e-13)
 
 
 # ---------------------------------------------------------------- attn explain --grad

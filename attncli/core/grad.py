@@ -21,9 +21,11 @@ they met (rotated with RoPE). Then, in order back to the inputs:
 
 Any input that broadcast in the forward pass gets its gradient summed back
 over the axes it was broadcast along. The n_q × n_k matrices are held whole
-(``_whole``) or, for long inputs, never (``_blocked``: FlashAttention-2's
-backward in ``grad_blocks``, P recomputed block by block from the forward's
-log-sum-exp).
+(``_whole``) or, for long inputs, never: forward and backward fused by
+blocks of queries that hold every key they see (``grad_fused``: six products
+and one exp per logit), or, with the soft-cap, keys past what such a block
+holds, or a ``block=`` given, FlashAttention-2's two passes (``_blocked``:
+``grad_blocks``, P recomputed block by block from the forward's log-sum-exp).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import numpy as np
 
 from attncli.core.arrays import shape_text, sum_to, unit_rows
 from attncli.core.grad_blocks import in_blocks
+from attncli.core.grad_fused import fused, usable
 from attncli.core.logits import Problem, combine, prepare, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import blas_held
@@ -78,10 +81,13 @@ class Grads:
 
 
 # Up to this many logits (every head's n_q × n_k, 512 KiB in float64) the backward
-# pass holds them whole; past it, it goes in blocks of BLOCK queries × BLOCK keys
-# (grad_blocks). Measured side by side (benchmarks/README.md): whole took 0.3×
-# the time of blocks on [2, 2, 16, 16] and 0.7× on [1, 4, 64, 64] causal (the
-# blocks' fixed costs), 1.4× on [1, 8, 128, 64] and 1.6–3.8× on [2, 8, 256, 64].
+# pass holds them whole; past it, it goes fused by blocks of queries (grad_fused),
+# or in blocks of BLOCK queries × BLOCK keys (grad_blocks). Measured side by side
+# (benchmarks/README.md): whole took 0.3× the time of blocks on [2, 2, 16, 16] and
+# 0.7× on [1, 4, 64, 64] causal (the blocks' fixed costs), 1.4× on [1, 8, 128, 64]
+# and 1.6–3.8× on [2, 8, 256, 64]; against the fused blocks 0.3× on [2, 2, 32, 16]
+# and [1, 2, 64, 32] causal, 1.1× on [1, 4, 128, 64], 2–3× on [1, 8, 128, 64]
+# causal and [2, 8, 256, 64].
 WHOLE_CELLS = 1 << 16
 BLOCK = 256
 
@@ -102,17 +108,21 @@ def attention_grad(
     [..., H_q, n_q, d_k], [..., H_kv, n_k, d_k], [..., H_kv, n_k, d_v],
     dO [..., H_q, n_q, d_v] -> Grads, each gradient in its input's shape,
     in float64 whatever the inputs' dtype. ``block``: queries and keys per block
-    (FlashAttention's backward, never holding n_q × n_k); 0: whole matrices,
-    kept in ``Grads.steps``; None: whole up to WHOLE_CELLS logits, else blocks of BLOCK.
+    (FlashAttention-2's two passes, never holding n_q × n_k); 0: whole matrices,
+    kept in ``Grads.steps``; None: whole up to WHOLE_CELLS logits, else forward and
+    backward fused by blocks of queries (``grad_fused``) where it applies, else blocks of BLOCK.
     In blocks, batch × K/V heads run on up to ``workers`` threads (default: every core),
     and ``progress(done, total)`` is told of each part done.
     """
     options = options or AttentionOptions()
     q, k, v, dout = (np.asarray(m, dtype=np.float64) for m in (q, k, v, dout))
+    fuse = block is None
     if block is None and q.ndim >= 2 and k.ndim >= 2:
         heads = max(math.prod(q.shape[:-2]), math.prod(k.shape[:-2]))
         block = BLOCK if heads * q.shape[-2] * k.shape[-2] > WHOLE_CELLS else 0
-    return backward(q, k, v, dout, _float64(options), block=block or None, workers=workers, progress=progress)
+    return backward(
+        q, k, v, dout, _float64(options), block=block or None, workers=workers, progress=progress, fuse=fuse
+    )
 
 
 def backward(
@@ -125,11 +135,13 @@ def backward(
     block: int | None = None,
     workers: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    fuse: bool = False,
 ) -> Grads:
     """The closed form in the inputs' dtype, each step passed through ``rounded``:
     the identity for the float64 reference; for ``attn check --grad``'s naive
     baseline, rounding to a low-precision dtype (``core.check.rounding``).
-    ``block``: in blocks of that many queries and keys (``_blocked``, unrounded, on up to ``workers`` threads)."""
+    ``block``: in blocks of that many queries and keys (``_blocked``, unrounded, on up to ``workers`` threads);
+    with ``fuse``, fused by blocks of queries instead where ``grad_fused.usable`` (unrounded too)."""
     p = prepare(q, k, v, options)  # Q, K rotated (RoPE); heads grouped (GQA)
     p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # as a kernel stores them
     out_shape = p.ungroup(np.empty(p.out_shape, dtype=np.int8)).shape  # [..., H_q, n_q, d_v]
@@ -146,6 +158,9 @@ def backward(
     if block is None:
         with blas_held(workers):  # whole matrices: BLAS's threads are the parallelism, as many as attn's
             dq, dk, dv, ds_bias, sink_terms, output, steps = _whole(p, qm, km, do, options, rounded)
+    elif fuse and usable(p):
+        dq, dk, dv, ds_bias, sink_terms, output = fused(p, qm, km, do, workers, progress)
+        steps = None
     else:
         dq, dk, dv, ds_bias, sink_terms, output, steps = _blocked(p, qm, km, do, block, workers, progress)
 
