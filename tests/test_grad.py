@@ -520,6 +520,45 @@ def test_long_inputs_go_in_blocks(monkeypatch):
             np.testing.assert_allclose(got.named()[key], g, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_the_rounded_closed_form_goes_by_rows_past_rows_cells(monkeypatch, dtype):
+    """check --grad's baseline (every step rounded to the gradients' dtype) at the lengths kernels
+    run at: by blocks of query rows past ROWS_CELLS logits, never n_q × n_k. The same steps:
+    dQ row for row, dK and dV summed in another order before their one rounding (within one
+    unit of the dtype at their largest magnitude), the same verdicts."""
+    import attncli.core.grad as grad
+    from attncli.core.baseline import rounding
+    from attncli.core.check_grads import check_grads
+
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    low = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float16)
+    rng = np.random.default_rng(5)
+    q, dout = rng.standard_normal((1, 4, 24, 8)), rng.standard_normal((1, 4, 24, 8))
+    k, v = rng.standard_normal((1, 2, 24, 8)), rng.standard_normal((1, 2, 24, 8))
+    options = AttentionOptions(
+        causal="top-left", softcap=5.0, sinks=rng.standard_normal(4), bias=rng.standard_normal((24, 24)) * 0.1
+    )
+    r = rounding(low)
+    whole = grad.backward(r(q), r(k), r(v), r(dout), options, r)
+    calls = []
+    original = grad.scores
+    monkeypatch.setattr(grad, "scores", lambda p, rows=slice(None), **kw: calls.append(rows) or original(p, rows, **kw))
+    monkeypatch.setattr(grad, "ROWS_CELLS", 4 * 24 * 5)  # blocks of 5 query rows
+    rows = grad.backward(r(q), r(k), r(v), r(dout), options, r)
+    assert [c.start for c in calls] == [0, 5, 10, 15, 20] and rows.steps is None and whole.steps is not None
+    unit = 2.0 ** -(7 if dtype == "bfloat16" else 10)
+    for key, g in whole.named().items():
+        got = rows.named()[key]
+        assert np.abs(got - g).max() <= unit * np.abs(g).max(), key
+    grads = {key: g.astype(low) for key, g in attention_grad(q, k, v, dout, options).named().items() if key != "out"}
+    monkeypatch.setattr(grad, "ROWS_CELLS", 1 << 22)
+    before = check_grads(grads, q, k, v, dout, options)
+    monkeypatch.setattr(grad, "ROWS_CELLS", 4 * 24 * 5)
+    after = check_grads(grads, q, k, v, dout, options)
+    assert {n: v.passed for n, v in before.items()} == {n: v.passed for n, v in after.items()}
+    assert {n: v.worst for n, v in before.items()} == {n: v.worst for n, v in after.items()}
+
+
 # ---------------------------------------------------------------- attn explain --grad
 
 

@@ -90,6 +90,7 @@ class Grads:
 # causal and [2, 8, 256, 64].
 WHOLE_CELLS = 1 << 16
 BLOCK = 256
+ROWS_CELLS = 1 << 22  # the rounded closed form (check --grad's baseline) past this many logits: by rows of queries
 
 
 def attention_grad(
@@ -204,27 +205,53 @@ def _whole(
 ) -> Raw:
     """The closed form on whole n_q × n_k matrices -> grouped dQ, dK, dV (before RoPE
     and cosine are undone), dS summed to the grouped bias's shape (None without a
-    bias), each row's sink term −p_s · rowsum(dO ∘ O), O, and the steps."""
-    z = rounded(scores(p, factor=p.factor))  # [..., n_q, n_k] Z = q·k · scale / temperature
-    logits, _ = combine(z.copy(), p)  # [..., n_q, n_k] softcap(Z) + bias + ALiBi, −inf where forbidden
-    weights = rounded(softmax(rounded(logits), sink=p.sinks))  # [..., n_q, n_k] P
-    output = rounded(weights @ p.v)  # [..., n_q, n_k] @ [..., n_k, d_v] -> [..., n_q, d_v] O
+    bias), each row's sink term −p_s · rowsum(dO ∘ O), O, and the steps.
 
-    dv = rounded(np.swapaxes(weights, -1, -2) @ do)  # [..., n_k, n_q] @ [..., n_q, d_v] -> [..., n_k, d_v]
-    dp = rounded(do @ np.swapaxes(p.v, -1, -2))  # [..., n_q, d_v] @ [..., d_v, n_k] -> [..., n_q, n_k]
-    delta = rounded(np.sum(do * output, axis=-1, keepdims=True))  # [..., n_q, 1] rowsum(dO ∘ O) = Σ_j P_ij dP_ij
-    ds = rounded(weights * (dp - delta))  # [..., n_q, n_k] dS: zero wherever P is (forbidden pairs, empty rows)
-    dz = ds
-    if options.softcap is not None:  # d/dZ cap · tanh(Z / cap) = 1 − tanh²(Z / cap)
-        dz = rounded(ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2))
-    dq = rounded(dz @ km * p.factor)  # [..., n_q, n_k] @ [..., n_k, d_k] -> [..., n_q, d_k]
-    dk = rounded(np.swapaxes(dz, -1, -2) @ qm * p.factor)  # [..., n_k, n_q] @ [..., n_q, d_k] -> [..., n_k, d_k]
+    Past ``ROWS_CELLS`` logits (``attn check --grad``'s rounded baseline at the
+    lengths kernels run at) a block of query rows at a time, every key of its rows
+    held, as each row's softmax needs: the same steps rounded the same way, dK and
+    dV summed over the blocks (in float64) before they are rounded once, and no
+    steps kept. One block is the whole computation, number for number."""
+    n_q, n_k = p.n_q, p.n_k
+    heads = math.prod(np.broadcast_shapes(p.q.shape[:-2], p.k.shape[:-2]))
+    step = n_q if heads * n_q * n_k <= ROWS_CELLS else max(1, ROWS_CELLS // max(1, heads * n_k))
+    dqs, outputs, sinks = [], [], []
+    dk_sum = dv_sum = ds_bias = None
+    steps = None
+    for a in range(0, n_q, step):
+        rows = slice(a, min(n_q, a + step))
+        do_r = do[..., rows, :]  # [..., r, d_v]
+        z = rounded(scores(p, rows=rows, factor=p.factor))  # [..., r, n_k] Z = q·k · scale / temperature
+        logits, _ = combine(z.copy(), p, rows)  # [..., r, n_k] softcap(Z) + bias + ALiBi, −inf where forbidden
+        weights = rounded(softmax(rounded(logits), sink=p.sinks))  # [..., r, n_k] P
+        output = rounded(weights @ p.v)  # [..., r, n_k] @ [..., n_k, d_v] -> [..., r, d_v] O
 
-    sink_terms = None
-    if p.sinks is not None:
-        sink_terms = -(1.0 - weights.sum(axis=-1, keepdims=True)) * delta  # [..., n_q, 1] −p_s · rowsum(dO ∘ O)
-    ds_bias = None if p.bias is None else sum_to(ds, p.bias.shape)  # dbias = dS, over what the bias spans
-    return dq, dk, dv, ds_bias, sink_terms, output, BackwardSteps(dp, delta, ds, dz)
+        dv_part = np.swapaxes(weights, -1, -2) @ do_r  # [..., n_k, r] @ [..., r, d_v] -> [..., n_k, d_v]
+        dp = rounded(do_r @ np.swapaxes(p.v, -1, -2))  # [..., r, d_v] @ [..., d_v, n_k] -> [..., r, n_k]
+        delta = rounded(np.sum(do_r * output, axis=-1, keepdims=True))  # [..., r, 1] rowsum(dO ∘ O) = Σ_j P_ij dP_ij
+        ds = rounded(weights * (dp - delta))  # [..., r, n_k] dS: zero wherever P is (forbidden pairs, empty rows)
+        dz = ds
+        if options.softcap is not None:  # d/dZ cap · tanh(Z / cap) = 1 − tanh²(Z / cap)
+            dz = rounded(ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2))
+        dqs.append(rounded(dz @ km * p.factor))  # [..., r, n_k] @ [..., n_k, d_k] -> [..., r, d_k]
+        dk_part = np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor  # [..., n_k, r] @ [..., r, d_k]
+        dk_sum = dk_part.astype(np.float64) if dk_sum is None else dk_sum + dk_part
+        dv_sum = dv_part.astype(np.float64) if dv_sum is None else dv_sum + dv_part
+        outputs.append(output)
+        if p.sinks is not None:  # [..., r, 1] −p_s · rowsum(dO ∘ O)
+            sinks.append(-(1.0 - weights.sum(axis=-1, keepdims=True)) * delta)
+        if p.bias is not None:  # dbias = dS, over what the bias spans (its rows, or all of them)
+            ds_bias = np.zeros(p.bias.shape) if ds_bias is None else ds_bias
+            part = ds_bias[..., rows, :] if p.bias.shape[-2] == n_q != 1 else ds_bias
+            part += sum_to(ds, part.shape)
+        if step == n_q:
+            steps = BackwardSteps(dp, delta, ds, dz)
+    assert dk_sum is not None and dv_sum is not None
+    work = outputs[0].dtype
+    dq, dk, dv = np.concatenate(dqs, axis=-2), rounded(dk_sum.astype(work)), rounded(dv_sum.astype(work))
+    sink_terms = np.concatenate(sinks, axis=-2) if sinks else None
+    bias_grad = None if ds_bias is None else ds_bias.astype(work)
+    return dq, dk, dv, bias_grad, sink_terms, np.concatenate(outputs, axis=-2), steps
 
 
 def _blocked(
