@@ -30,7 +30,7 @@ import numpy as np
 
 from attncli.core.logits import Problem, check_output, combine, prepare, product
 from attncli.core.options import AttentionOptions
-from attncli.core.positions import rotate_qk, visible_keys
+from attncli.core.positions import rotate_qk, seen_by_all, visible_keys
 
 Rounding = Callable[[np.ndarray], np.ndarray]
 
@@ -184,7 +184,7 @@ class Baseline:
                 cap = np.asarray(self.softcap_steps, dtype=logits.dtype)
                 logits = r(r(np.tanh(r(logits / cap))) * cap)
             for first, stop, row in rows.runs:  # soft-cap (fused), bias, ALiBi; −inf where forbidden
-                combine(logits[..., first:stop, :], p, slice(row, row + stop - first), seen)
+                _combine_run(logits[..., first:stop, :], p, range(row, row + stop - first), keys)
             changed = p.options.softcap is not None or p.bias is not None or p.alibi is not None
             if self.rounded is not None and changed:  # otherwise each logit is a rounded value or −inf already
                 logits = r(logits)
@@ -198,6 +198,21 @@ class Baseline:
             weights = r(_softmax_in_place(logits, p.sinks))  # [..., r, c]
             output = r(weights @ v)  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v]
         return p.ungroup(output)
+
+
+def _combine_run(logits: np.ndarray, p: Problem, rows: range, keys: range) -> None:
+    """``combine`` on consecutive rows' logits [..., r, c] of ``keys``, in place: the keys
+    every one of the rows may see need no causal or window band worked out."""
+    causal, window = p.options.causal, p.options.window
+    every = seen_by_all(rows, p.n_q, p.n_k, causal, window)
+    low, high = max(every.start, keys.start), min(every.stop, keys.stop)
+    if (causal is None and window is None) or low >= high:
+        combine(logits, p, slice(rows.start, rows.stop), slice(keys.start, keys.stop))
+        return
+    for start, stop, inside in ((keys.start, low, False), (low, high, True), (high, keys.stop, False)):
+        if start < stop:
+            cols = slice(start - keys.start, stop - keys.start)
+            combine(logits[..., cols], p, slice(rows.start, rows.stop), slice(start, stop), inside=inside)
 
 
 def _softmax_in_place(x: np.ndarray, sink: np.ndarray | None) -> np.ndarray:
