@@ -89,6 +89,7 @@ def round_float16(x: np.ndarray) -> np.ndarray:
     return a
 
 
+FLOAT16_TINY = 2.0**-14  # float16's smallest normal number
 FLOAT16_STEP_BELOW_NORMAL = np.float32(0.75)  # 1.5 · 2^−1: its last place is 2^−24, float16's subnormal step
 FLOAT16_STEP_SHIFT = np.float32(1.5 * 2**13)  # 2^e · 1.5 · 2^13: a last place of 2^(e − 10), float16's step
 
@@ -242,7 +243,16 @@ def _same(x: np.ndarray) -> np.ndarray:
 
 def _rounded_where_small(x: np.ndarray, tiny: float, rounded: Rounding) -> np.ndarray:
     """``rounded(x)`` for x a rounded number times 2^−m: only the numbers below ``tiny``
-    (the rounding dtype's subnormal range, where it has fewer digits) change."""
+    (the rounding dtype's subnormal range, where it has fewer digits) change.
+
+    float16 in float32, in two passes: x + 0.75 − 0.75 rounds x to a multiple of 2^−24
+    (0.75's last place), float16's subnormal step, and leaves every other float16 number
+    times 2^−m as it is: such a number below 2^21 is a multiple of 2^(e − 10), so x + 0.75
+    needs at most 24 bits, and is exact (|x| ≤ 65504 here; inf and NaN stay)."""
+    if tiny == FLOAT16_TINY and x.dtype == np.float32:
+        x += FLOAT16_STEP_BELOW_NORMAL
+        x -= FLOAT16_STEP_BELOW_NORMAL
+        return x
     if not x.flags.c_contiguous:
         small = np.abs(x) < tiny
         if small.any():
