@@ -255,6 +255,24 @@ def test_rounding_to_float16_in_place_gives_numpys_numbers():
         assert same.all(), values[~same][:5]
 
 
+def test_float16_scores_times_a_power_of_two_are_rounded_again_as_numpy_would():
+    """Every float16 number times 2^−m (m = 0..12, the factor of d_k up to 2^24), in float32:
+    the baseline's second rounding (two passes for float16) gives numpy's conversion of the
+    numbers below float16's smallest normal and leaves the others alone."""
+    from attncli.core.baseline import _rounded_where_small, round_float16
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16).astype(np.float32)
+    for m in range(13):
+        with np.errstate(invalid="ignore"):
+            x = every * np.float32(2.0**-m)
+        expected = x.copy()
+        small = np.abs(x) < 2.0**-14
+        expected[small] = x[small].astype(np.float16).astype(np.float32)
+        got = _rounded_where_small(x.copy(), 2.0**-14, round_float16)
+        same = (got == expected) | (np.isnan(got) & np.isnan(expected))
+        assert same.all(), (m, x[~same][:5])
+
+
 def test_rounding_to_float16_is_numpys_bit_for_bit():
     """round_float16 against numpy's conversion (every float32 was compared once, offline):
     random numbers at every scale, both sides of float16's ranges, ties, zeros, inf, NaN."""
