@@ -16,8 +16,15 @@ The check takes, cell by cell, the larger of the two baselines' errors (they
 are the same kernel without RoPE or a soft-cap, or in float32). Products are
 summed in float32, as GPU tensor cores and PyTorch's CPU kernels do.
 
-Rows are computed whole (every key), as the whole-matrix baseline did, so a
-block's numbers are the whole computation's, cell for cell.
+A block of rows works only on the keys some of its rows may see under causal
+and the window; the others would add exact zeros to the softmax's sum and to
+the product with V, so only the order of those float32 sums differs from the
+whole-matrix baseline's (BLAS cuts a product's keys by their number): now and
+then a result one unit of OUT's dtype away (tests/test_check_blocks.py says
+how often). Without causal or a window a block's numbers are the whole
+computation's, bit for bit, and the equation's (float64) always are: its sums
+run over every key. Every rounding is numpy's, to the number (``round_float16``,
+``round_float16_in_place`` for float16, the costly case).
 """
 
 from __future__ import annotations
