@@ -40,6 +40,7 @@ from attncli.core.kernel import blocked
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import map_blocks
 from attncli.core.parts import Layout, Part, parts, validate
+from attncli.core.positions import visible_keys
 from attncli.core.sample import Sample, sample_rows
 from attncli.errors import AttnError, ShapeError
 
@@ -48,10 +49,14 @@ __all__ = ["ULPS", "Verdict", "check", "check_baseline", "naive", "rounding", "u
 ULPS = 2.0  # the default atol, in units in the last place of OUT's dtype at max|ref|
 FLOAT64_KEY_BLOCK = 64  # the float64 baseline's key blocks
 PART_BYTES = 64 << 20  # a part's Q, K, V in float64, at most (one K/V head at least)
-# A block's rows × keys × heads, at most (one row at least): 2 MiB of float32, which its dozen
-# passes (roundings, the softmax) run through in the cache; 1 << 20 took 1.3× the time, 1 << 18
-# about the same ([1, 1, 8192, 64] causal float16, one thread).
+# A block's rows × keys it may see × heads, at most (one row at least): 2 MiB of float32, which
+# its dozen passes (roundings, the softmax) run through in the cache; 1 << 20 took 1.3× the time,
+# 1 << 18 about the same ([1, 1, 8192, 64] causal float16, one thread).
 BLOCK_CELLS = 1 << 19
+# Query rows a block should have at least: the products Q·Kᵀ and P·V repack K and V for every
+# block, which blocks of 12 rows (5 heads of 8,192 keys) paid for 4-5 times over; parts are of
+# as few K/V heads as give their blocks this many rows.
+BLOCK_ROWS = 64
 
 Progress = Callable[[int, int], None]
 
@@ -171,7 +176,8 @@ def check(
     dtype = np.asarray(out).dtype
     sample = None if rows is None else sample_rows(n_q, n_k, rows, options.causal, options.window, seed)
     figures = _Figures(layout.lead, n_q if sample is None else len(sample.rows), d_v, keep)
-    work = list(parts(q, k, v, options, layout, PART_BYTES))
+    heads = max(1, BLOCK_CELLS // (BLOCK_ROWS * max(1, n_k) * layout.group))  # K/V heads a part of such blocks has
+    work = list(parts(q, k, v, options, layout, PART_BYTES, heads))
     ticks = _Ticks(progress, 2 * len(work) * figures.n_rows)
     for part in work:
         _check_part(out, part, dtype, sample, figures, ticks)
@@ -227,9 +233,10 @@ def _check_part(
                 baselines.append(step_by_step(part.q, part.k, part.v, part.options, dtype))
     del q64, k64, v64
     chosen = None if sample is None else sample.rows
+    row_of = np.arange(n_q) if chosen is None else chosen
     blocks = [
         (Rows.span(at.start, at.stop) if chosen is None else Rows.chosen(chosen[at]), at)
-        for at in _blocks(n_q if chosen is None else len(chosen), max(1, BLOCK_CELLS // max(1, part.heads * n_k)))
+        for at in _blocks(row_of, n_q, part.heads, n_k, part.options)
     ]
     progress = ticks.share(figures.n_rows)
     if not blocks:
@@ -256,11 +263,26 @@ def _check_part(
     map_blocks(run, blocks, None, progress)
 
 
-def _blocks(n: int, size: int) -> list[slice]:
-    """0..n in blocks of ``size``, none of one row unless n is 1: numpy multiplies a row
-    by a matrix with BLAS's gemv, which sums in another order than gemm (a last block
-    of one row joins the one before, so that every row's numbers are the whole's)."""
-    starts = list(range(0, n, size))
+def _blocks(row_of: np.ndarray, n_q: int, heads: int, n_k: int, options: AttentionOptions) -> list[slice]:
+    """The rows ``row_of`` [n] in blocks of heads × rows × keys they may see ≤ BLOCK_CELLS
+    (one row at least): under causal or a window, the earlier blocks see fewer keys and
+    take more rows. None is of one row unless n is 1: numpy multiplies a row by a matrix
+    with BLAS's gemv, which sums in another order than gemm (a last block of one row
+    joins the one before, so that every row's numbers are the whole's)."""
+    n = len(row_of)
+    most = max(1, BLOCK_CELLS // max(1, heads))  # rows × keys
+
+    def cells(start: int, stop: int) -> int:
+        rows = range(int(row_of[start]), int(row_of[stop - 1]) + 1)
+        return (stop - start) * max(1, len(visible_keys(rows, n_q, n_k, options.causal, options.window)))
+
+    starts, start = [], 0
+    while start < n:
+        size = max(1, most // max(1, n_k))
+        while start + size < n and cells(start, min(n, start + 2 * size)) <= most:
+            size *= 2
+        starts.append(start)
+        start += size
     if len(starts) > 1 and n - starts[-1] == 1:
         starts.pop()
     return [slice(a, b) for a, b in zip(starts, [*starts[1:], n], strict=True)]

@@ -64,10 +64,17 @@ def validate(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOpti
 
 
 def parts(
-    q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, layout: Layout, most_bytes: int
+    q: np.ndarray,
+    k: np.ndarray,
+    v: np.ndarray,
+    options: AttentionOptions,
+    layout: Layout,
+    most_bytes: int,
+    most_kv_heads: int | None = None,
 ) -> Iterator[Part]:
     """The parts in the output's order (batch, then heads), each of as many K/V heads
-    as keep its Q, K, V in float64 within ``most_bytes`` (at least one)."""
+    as keep its Q, K, V in float64 within ``most_bytes`` (at least one), and no more
+    than ``most_kv_heads``."""
     lead, group = layout.lead, layout.group
     if not lead:  # matrices: one part
         yield Part((), q, k, v, options)
@@ -78,7 +85,7 @@ def parts(
     qb = np.broadcast_to(q, lead + q.shape[-2:])  # views: a broadcast axis costs nothing
     kb, vb = np.broadcast_to(k, kv_lead + k.shape[-2:]), np.broadcast_to(v, kv_lead + v.shape[-2:])
     per_kv_head = 8 * (group * q.shape[-2] * q.shape[-1] + k.shape[-2] * (k.shape[-1] + v.shape[-1]))
-    together = max(1, min(h_kv, most_bytes // max(1, per_kv_head)))
+    together = max(1, min(h_kv, most_bytes // max(1, per_kv_head), most_kv_heads or h_kv))
     if options.uses_alibi and options.alibi_slopes is None:
         options = options.but(alibi_slopes=alibi_slopes(h_q))  # the slopes of every head, cut below
     for index in np.ndindex(*lead[:-1]):
