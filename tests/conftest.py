@@ -23,6 +23,35 @@ settings.register_profile(
 settings.load_profile("attn")
 
 
+def _smollm2_read_once() -> None:
+    """SmolLM2's GGUF ($ATTN_TEST_GGUF) takes seconds to read (its metadata, dequantising):
+    the tests that trace it read it once per process, through ``load_model`` as attn calls it
+    and as the test modules import it (so this runs before they are imported). Any other
+    model, and the file once changed, is read as usual."""
+    import attncli.models
+    from attncli.models import loading
+
+    path = os.environ.get("ATTN_TEST_GGUF")
+    if not path or not os.path.isfile(path):
+        return
+    original = loading.load_model
+    read: dict = {}
+
+    def load_model(name=None):
+        if name is not None and os.path.realpath(os.path.expanduser(os.fspath(name))) == os.path.realpath(path):
+            key = os.stat(path).st_mtime_ns
+            if key not in read:
+                read.clear()
+                read[key] = original(name)
+            return read[key]
+        return original(name)
+
+    attncli.models.load_model = loading.load_model = load_model
+
+
+_smollm2_read_once()
+
+
 def random_note(names="W_Q, W_K, W_V"):
     """The note of an ``attn self`` run whose projections ``names`` are random."""
     return f"attn: note: random {names}: the pattern means nothing; `attn trace` shows a trained model\n"
