@@ -117,15 +117,7 @@ def check_new_folder(what: str, path: str, inputs: Iterable[str | os.PathLike[st
     path = os.fspath(path)
     if not path.strip() or path == STDIN:
         raise UsageError(f"{what} needs a folder name, not {path!r}")
-    read = _identities(inputs)
-    clash = next((read[key] for key in _keys(path) if key in read), None)
-    if clash is not None:
-        which = "an input" if clash == path else f"{clash}, an input"
-        raise UsageError(
-            f"{what} names {which} of this run",
-            source=path,
-            hint="attn never writes over its inputs: give a new folder",
-        )
+    _refuse_an_input(what, path, _keys(path), _identities(inputs), "give a new folder")
     if os.path.exists(path) and not os.path.isdir(path):
         raise UsageError(f"{what} is a file, not a folder", source=path, hint="give the name of a new folder")
     if os.path.isdir(path) and os.listdir(path):
@@ -163,14 +155,7 @@ def check_outputs(outputs: Mapping[str, str | None], inputs: Iterable[str | os.P
         if not os.path.isdir(folder):
             raise file_error(path, FileNotFoundError(), writing=True)
         keys = _keys(path)
-        clash = next((read[key] for key in keys if key in read), None)
-        if clash is not None:
-            which = "an input" if clash == path else f"{clash}, an input"
-            raise UsageError(
-                f"{option} names {which} of this run",
-                source=path,
-                hint="attn never writes over its inputs: give the picture another name",
-            )
+        _refuse_an_input(option, path, keys, read, "give the picture another name")
         twice = next((written[key] for key in keys if key in written), None)
         if twice is not None:
             raise UsageError(
@@ -180,6 +165,16 @@ def check_outputs(outputs: Mapping[str, str | None], inputs: Iterable[str | os.P
     stdout = _stream_file(sys.stdout, regular_only=True)
     if stdout is not None and stdout in read:
         raise UsageError(f"stdout is {read[stdout]}, an input of this run", hint="redirect the output to another file")
+
+
+def _refuse_an_input(what: str, path: str, keys: list[FileId | str], read: Mapping[FileId | str, str], do: str) -> None:
+    """An output (``what``: --svg, DIR) whose ``keys`` are an input's: refused, naming the input."""
+    clash = next((read[key] for key in keys if key in read), None)
+    if clash is not None:
+        which = "an input" if clash == path else f"{clash}, an input"
+        raise UsageError(
+            f"{what} names {which} of this run", source=path, hint=f"attn never writes over its inputs: {do}"
+        )
 
 
 def model_files(model: str | None) -> list[str]:
