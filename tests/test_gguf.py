@@ -262,6 +262,11 @@ def test_smollm2s_logit_lens_ends_in_its_prediction(smollm2):
     assert d.lens is not None
     assert d.lens.ids[-1, -1].tolist() == d.next[0].ids[:3] and d.next[0].tokens[0] == " big"
     np.testing.assert_allclose(d.lens.probabilities[-1, -1], d.next[0].probabilities[:3], atol=1e-5)
+    spell = smollm2.tokenizer.decode
+    after_too = [spell([int(d.lens.ids[layer, -1, 0])]) for layer in range(30)]
+    # what the README and docs/trace.md say of it
+    assert after_too[:15].count("-") == 14 and set(after_too[15:24]) == {".", ","}
+    assert after_too[24:] == [" large"] * 4 + [" big"] * 2
 
 
 @needs_smollm2
