@@ -63,9 +63,8 @@ def number_strings(values: Any) -> Any:
     values = np.asarray(values)
     if values.dtype == bool:
         return np.where(values, "true", "false")
-    if (
-        values.dtype.kind == "V"
-    ):  # ml_dtypes' bfloat16 and float8 (an option array kept as read): float32 holds each exactly
+    # ml_dtypes' bfloat16 and float8 (a kind numpy cannot print): float32 holds each exactly
+    if values.dtype.kind == "V":
         values = values.astype(np.float32)
     return values.astype(str)
 
