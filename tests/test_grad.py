@@ -520,8 +520,9 @@ def test_long_inputs_go_in_blocks(monkeypatch):
             np.testing.assert_allclose(got.named()[key], g, rtol=1e-12, atol=1e-13)
 
 
+@pytest.mark.parametrize("band", ["causal", "window", "decode"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_the_rounded_closed_form_goes_by_rows_past_rows_cells(monkeypatch, dtype):
+def test_the_rounded_closed_form_goes_by_rows_past_rows_cells(monkeypatch, dtype, band):
     """check --grad's baseline (every step rounded to the gradients' dtype) at the lengths kernels
     run at: by blocks of query rows past ROWS_CELLS logits, never n_q × n_k. The same steps:
     dQ row for row, dK and dV summed in another order before their one rounding (within one
@@ -533,19 +534,38 @@ def test_the_rounded_closed_form_goes_by_rows_past_rows_cells(monkeypatch, dtype
     ml_dtypes = pytest.importorskip("ml_dtypes")
     low = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(np.float16)
     rng = np.random.default_rng(5)
+    n_k = 30 if band == "decode" else 24  # decode: 24 queries after 6 cached keys, causal bottom-right
     q, dout = rng.standard_normal((1, 4, 24, 8)), rng.standard_normal((1, 4, 24, 8))
-    k, v = rng.standard_normal((1, 2, 24, 8)), rng.standard_normal((1, 2, 24, 8))
+    k, v = rng.standard_normal((1, 2, n_k, 8)), rng.standard_normal((1, 2, n_k, 8))
+    settings = {
+        "causal": {"causal": "top-left"},
+        "window": {"window": (3, 2), "alibi": True},
+        "decode": {"causal": "bottom-right", "mask": rng.random((24, n_k)) < 0.9},
+    }[band]
     options = AttentionOptions(
-        causal="top-left", softcap=5.0, sinks=rng.standard_normal(4), bias=rng.standard_normal((24, 24)) * 0.1
+        softcap=5.0, sinks=rng.standard_normal(4), bias=rng.standard_normal((24, n_k)) * 0.1, **settings
     )
     r = rounding(low)
     whole = grad.backward(r(q), r(k), r(v), r(dout), options, r)
     calls = []
     original = grad.scores
-    monkeypatch.setattr(grad, "scores", lambda p, rows=slice(None), **kw: calls.append(rows) or original(p, rows, **kw))
-    monkeypatch.setattr(grad, "ROWS_CELLS", 4 * 24 * 5)  # blocks of 5 query rows
+    monkeypatch.setattr(
+        grad,
+        "scores",
+        lambda p, rows=slice(None), cols=slice(None), **kw: calls.append((rows, cols)) or original(p, rows, cols, **kw),
+    )
+    monkeypatch.setattr(grad, "ROWS_CELLS", 4 * n_k * 5)  # blocks of 5 query rows
     rows = grad.backward(r(q), r(k), r(v), r(dout), options, r)
-    assert [c.start for c in calls] == [0, 5, 10, 15, 20] and rows.steps is None and whole.steps is not None
+    assert [r.start for r, _ in calls] == [0, 5, 10, 15, 20] and rows.steps is None and whole.steps is not None
+    seen = [(c.start, c.stop) for _, c in calls]  # the keys some row of each block may see, no others
+    assert (
+        seen
+        == {
+            "causal": [(0, 5), (0, 10), (0, 15), (0, 20), (0, 24)],
+            "window": [(0, 7), (2, 12), (7, 17), (12, 22), (17, 24)],
+            "decode": [(0, 11), (0, 16), (0, 21), (0, 26), (0, 30)],
+        }[band]
+    )
     unit = 2.0 ** -(7 if dtype == "bfloat16" else 10)
     for key, g in whole.named().items():
         got = rows.named()[key]
@@ -553,7 +573,7 @@ def test_the_rounded_closed_form_goes_by_rows_past_rows_cells(monkeypatch, dtype
     grads = {key: g.astype(low) for key, g in attention_grad(q, k, v, dout, options).named().items() if key != "out"}
     monkeypatch.setattr(grad, "ROWS_CELLS", 1 << 22)
     before = check_grads(grads, q, k, v, dout, options)
-    monkeypatch.setattr(grad, "ROWS_CELLS", 4 * 24 * 5)
+    monkeypatch.setattr(grad, "ROWS_CELLS", 4 * n_k * 5)
     after = check_grads(grads, q, k, v, dout, options)
     assert {n: v.passed for n, v in before.items()} == {n: v.passed for n, v in after.items()}
     assert {n: v.worst for n, v in before.items()} == {n: v.worst for n, v in after.items()}

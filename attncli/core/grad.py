@@ -42,7 +42,7 @@ from attncli.core.grad_fused import fused, usable
 from attncli.core.logits import Problem, combine, prepare, scores
 from attncli.core.options import AttentionOptions
 from attncli.core.parallel import blas_held
-from attncli.core.positions import rotate_back
+from attncli.core.positions import rotate_back, visible_keys
 from attncli.core.reference import softmax
 from attncli.errors import ShapeError
 
@@ -208,10 +208,12 @@ def _whole(
     bias), each row's sink term −p_s · rowsum(dO ∘ O), O, and the steps.
 
     Past ``ROWS_CELLS`` logits (``attn check --grad``'s rounded baseline at the
-    lengths kernels run at) a block of query rows at a time, every key of its rows
-    held, as each row's softmax needs: the same steps rounded the same way, dK and
-    dV summed over the blocks (in float64) before they are rounded once, and no
-    steps kept. One block is the whole computation, number for number."""
+    lengths kernels run at) a block of query rows at a time, against the keys some
+    row of it may see under causal and the window (each row's softmax needs them
+    all; the others get weight 0 whatever their score): the same steps rounded the
+    same way, dK and dV summed over the blocks (in float64) before they are
+    rounded once, and no steps kept. One block is the whole computation, number
+    for number."""
     n_q, n_k = p.n_q, p.n_k
     heads = math.prod(np.broadcast_shapes(p.q.shape[:-2], p.k.shape[:-2]))
     step = n_q if heads * n_q * n_k <= ROWS_CELLS else max(1, ROWS_CELLS // max(1, heads * n_k))
@@ -220,29 +222,35 @@ def _whole(
     steps = None
     for a in range(0, n_q, step):
         rows = slice(a, min(n_q, a + step))
-        do_r = do[..., rows, :]  # [..., r, d_v]
-        z = rounded(scores(p, rows=rows, factor=p.factor))  # [..., r, n_k] Z = q·k · scale / temperature
-        logits, _ = combine(z.copy(), p, rows)  # [..., r, n_k] softcap(Z) + bias + ALiBi, −inf where forbidden
-        weights = rounded(softmax(rounded(logits), sink=p.sinks))  # [..., r, n_k] P
-        output = rounded(weights @ p.v)  # [..., r, n_k] @ [..., n_k, d_v] -> [..., r, d_v] O
+        keys = visible_keys(range(rows.start, rows.stop), n_q, n_k, options.causal, options.window)
+        seen = slice(keys.start, keys.stop) if step < n_q and len(keys) else slice(0, n_k)
+        do_r, v = do[..., rows, :], p.v[..., seen, :]  # [..., r, d_v], [..., c, d_v]
+        z = rounded(scores(p, rows=rows, cols=seen, factor=p.factor))  # [..., r, c] Z = q·k · scale / temperature
+        logits, _ = combine(z.copy(), p, rows, seen)  # [..., r, c] softcap(Z) + bias + ALiBi, −inf where forbidden
+        weights = rounded(softmax(rounded(logits), sink=p.sinks))  # [..., r, c] P
+        output = rounded(weights @ v)  # [..., r, c] @ [..., c, d_v] -> [..., r, d_v] O
 
-        dv_part = np.swapaxes(weights, -1, -2) @ do_r  # [..., n_k, r] @ [..., r, d_v] -> [..., n_k, d_v]
-        dp = rounded(do_r @ np.swapaxes(p.v, -1, -2))  # [..., r, d_v] @ [..., d_v, n_k] -> [..., r, n_k]
+        dv_part = np.swapaxes(weights, -1, -2) @ do_r  # [..., c, r] @ [..., r, d_v] -> [..., c, d_v]
+        dp = rounded(do_r @ np.swapaxes(v, -1, -2))  # [..., r, d_v] @ [..., d_v, c] -> [..., r, c]
         delta = rounded(np.sum(do_r * output, axis=-1, keepdims=True))  # [..., r, 1] rowsum(dO ∘ O) = Σ_j P_ij dP_ij
-        ds = rounded(weights * (dp - delta))  # [..., r, n_k] dS: zero wherever P is (forbidden pairs, empty rows)
+        ds = rounded(weights * (dp - delta))  # [..., r, c] dS: zero wherever P is (forbidden pairs, empty rows)
         dz = ds
         if options.softcap is not None:  # d/dZ cap · tanh(Z / cap) = 1 − tanh²(Z / cap)
             dz = rounded(ds * (1.0 - np.tanh(z / float(options.softcap)) ** 2))
-        dqs.append(rounded(dz @ km * p.factor))  # [..., r, n_k] @ [..., n_k, d_k] -> [..., r, d_k]
-        dk_part = np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor  # [..., n_k, r] @ [..., r, d_k]
-        dk_sum = dk_part.astype(np.float64) if dk_sum is None else dk_sum + dk_part
-        dv_sum = dv_part.astype(np.float64) if dv_sum is None else dv_sum + dv_part
+        dqs.append(rounded(dz @ km[..., seen, :] * p.factor))  # [..., r, c] @ [..., c, d_k] -> [..., r, d_k]
+        dk_part = np.swapaxes(dz, -1, -2) @ qm[..., rows, :] * p.factor  # [..., c, r] @ [..., r, d_k]
+        if dk_sum is None or dv_sum is None:  # [..., n_k, d_k], [..., n_k, d_v] in float64
+            dk_sum = np.zeros(dk_part.shape[:-2] + (n_k, dk_part.shape[-1]))
+            dv_sum = np.zeros(dv_part.shape[:-2] + (n_k, dv_part.shape[-1]))
+        dk_sum[..., seen, :] += dk_part
+        dv_sum[..., seen, :] += dv_part
         outputs.append(output)
         if p.sinks is not None:  # [..., r, 1] −p_s · rowsum(dO ∘ O)
             sinks.append(-(1.0 - weights.sum(axis=-1, keepdims=True)) * delta)
-        if p.bias is not None:  # dbias = dS, over what the bias spans (its rows, or all of them)
+        if p.bias is not None:  # dbias = dS, over what the bias spans (its rows and keys, or all of them)
             ds_bias = np.zeros(p.bias.shape) if ds_bias is None else ds_bias
             part = ds_bias[..., rows, :] if p.bias.shape[-2] == n_q != 1 else ds_bias
+            part = part[..., seen] if p.bias.shape[-1] == n_k != 1 else part
             part += sum_to(ds, part.shape)
         if step == n_q:
             steps = BackwardSteps(dp, delta, ds, dz)
