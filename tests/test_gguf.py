@@ -34,6 +34,30 @@ def forward(model, ids):
     return kept.weights, p.logits
 
 
+def test_the_reader_reads_what_ggufs_own_reads(tmp_path, tokenizer):
+    """open_gguf reads with np.memmap giving a plain array (ggufs._PlainMaps: faster metadata):
+    the same fields and tensors as gguf's GGUFReader as it comes, and gguf's numpy as it was after."""
+    import gguf.gguf_reader
+    from gguf import GGUFReader
+
+    from attncli.errors import AttnError
+    from attncli.models.ggufs import open_gguf
+
+    path = dm.write_gguf(tmp_path / "m.gguf", "llama-gqa-bias", dm.refs.random_tensors("llama-gqa-bias"), tokenizer)
+    ours, theirs = open_gguf(path), GGUFReader(path)
+    assert gguf.gguf_reader.np is np
+    assert list(ours.fields) == list(theirs.fields)
+    for name, field in theirs.fields.items():
+        assert [bytes(part) for part in ours.fields[name].parts] == [bytes(part) for part in field.parts], name
+    assert [t.name for t in ours.tensors] == [t.name for t in theirs.tensors]
+    for a, b in zip(ours.tensors, theirs.tensors, strict=True):
+        assert np.array_equal(a.data, b.data) and a.tensor_type == b.tensor_type, a.name
+    (tmp_path / "bad.gguf").write_bytes(b"GGUF" + bytes(3))
+    with pytest.raises(AttnError, match="is not a readable GGUF file"):
+        open_gguf(tmp_path / "bad.gguf")
+    assert gguf.gguf_reader.np is np  # put back after a failed read too
+
+
 def test_unpermute_undoes_llama_cpps_permutation():
     rng = np.random.default_rng(0)
     for heads, shape in ((4, (64, 32)), (2, (32, 32)), (3, (48,))):  # Q, K (grouped), a bias
