@@ -2342,6 +2342,13 @@ CATALOGUE = [
         "{d}/m is a folder: convert reads a .gguf file (a Hugging Face folder needs no converting)",
     ),
     (
+        "convert a file that does not exist",
+        {},
+        ["convert", "{d}/m.gguf", "{d}/out"],
+        1,
+        "{d}/m.gguf: no such file",
+    ),
+    (
         "convert a file that is not a GGUF",
         {"m.gguf": "not a gguf"},
         ["convert", "{d}/m.gguf", "{d}/out"],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -80,6 +81,14 @@ def test_a_failed_conversion_leaves_nothing_behind(attn, ggufs, tmp_path, monkey
     monkeypatch.setattr(safetensors.numpy, "save_file", full_disk)
     message = attn.fails("convert", ggufs["gpt2"], tmp_path / "hf", code=1)
     assert "No space left on device" in message or "no space" in message.lower()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_without_the_models_extra_it_says_what_to_install(attn, ggufs, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "safetensors", None)  # import safetensors -> ImportError
+    assert attn.fails("convert", ggufs["gpt2"], tmp_path / "hf", code=1) == (
+        "converting a GGUF needs safetensors, from the 'models' extra (pip install '.[models]' in attn's source folder)"
+    )
     assert list(tmp_path.iterdir()) == []
 
 

@@ -114,7 +114,7 @@ def read_model_fields(name: str) -> Fields:
         if gguf or path.suffix.lower() == ".gguf":
             from attncli.models import ggufs
 
-            _require_extra(gguf=True, only=("gguf",))
+            require_extra("reading a GGUF", ("gguf",))
             return ggufs.read_fields(ggufs.open_gguf(path), path)
         return Fields(parse_json_object(path), str(path))
     if not path.exists() and cached_snapshot(name) is None:
@@ -130,13 +130,16 @@ def read_model_fields(name: str) -> Fields:
 # --- reading it ---------------------------------------------------------------
 
 
-def _require_extra(gguf: bool = False, only: tuple[str, ...] | None = None) -> None:
-    """Say which extra to install when safetensors, tokenizers (or gguf) is missing."""
-    for module in only or ("safetensors", "tokenizers", *(["gguf"] if gguf else [])):
+MODEL_MODULES = ("safetensors", "tokenizers")  # what running a model folder needs; a GGUF needs gguf too
+
+
+def require_extra(doing: str, modules: tuple[str, ...]) -> None:
+    """Say which extra to install when one of ``modules`` is missing for ``doing``
+    ("running a model", "converting a GGUF")."""
+    for module in modules:
         try:
             __import__(module)
         except ImportError:
-            doing = "reading a GGUF" if only else "running a model"
             raise AttnError(f"{doing} needs {module}, from the 'models' extra", hint=EXTRA_HINT) from None
 
 
@@ -267,7 +270,7 @@ def _eos(fields: Fields, folder: Path) -> tuple[int, ...]:
 def load_model(name: str | os.PathLike[str] | None = None) -> Model:
     """Find and read a model of a registered family: a folder, a GGUF file, a cached name, or $ATTN_MODEL."""
     path = find_model(None if name is None else str(name))
-    _require_extra(gguf=path.is_file())
+    require_extra("running a model", (*MODEL_MODULES, *(("gguf",) if path.is_file() else ())))
     if path.is_file():
         return load_gguf(path, str(name or path))
     folder = path

@@ -50,17 +50,19 @@ def convert(
     from pathlib import Path
 
     from attncli.cli.worker import on_interrupt
-    from attncli.models.loading import _require_extra
+    from attncli.errors import file_error
+    from attncli.models.loading import MODEL_MODULES, require_extra
 
     if out.fmt is not None and out.fmt.value not in ("table", "json"):
         raise UsageError(f"convert writes a folder: -f {out.fmt.value} has nothing to write", hint="use table or json")
     path = Path(model).expanduser()
-    if not path.is_file():
-        what = "a folder" if path.is_dir() else "not a file"
+    if path.is_dir():
         raise UsageError(
-            f"{model} is {what}: convert reads a .gguf file", hint="a Hugging Face folder needs no converting"
+            f"{model} is a folder: convert reads a .gguf file", hint="a Hugging Face folder needs no converting"
         )
-    _require_extra(gguf=True)
+    if not path.exists():
+        raise file_error(model, FileNotFoundError())
+    require_extra("converting a GGUF", (*MODEL_MODULES, "gguf"))
     from attncli.models.converting import convert_gguf
 
     done = convert_gguf(path, Path(folder).expanduser(), cleanup=on_interrupt)
