@@ -10,7 +10,7 @@ other flag (gpt-oss's sinks and T5's position bias from the capture), the
 check must pass the model's own output, before RoPE and after it
 (``--rope none``); and the flags a user would guess for the family's trap
 (issue 26's table) must fail it. With torch and transformers installed, the
-captures are made again and compared."""
+captures are made again and must do the same."""
 
 from __future__ import annotations
 
@@ -68,18 +68,25 @@ def pinned(name: str, dtype: str) -> dict[int, dict[str, np.ndarray]]:
 @pytest.mark.parametrize("dtype", REFS.DTYPES)
 @pytest.mark.parametrize("name", REFS.NAMES)
 def test_every_familys_own_output_passes_before_and_after_rope(name, dtype):
-    for layer, captured in pinned(name, dtype).items():
-        assert REFS.ratio(name, layer, captured, rotated=False) <= 1, layer
-        if "qr" in captured:
-            assert REFS.ratio(name, layer, captured, rotated=True) <= 1, layer
+    _own_output_passes(name, pinned(name, dtype))
 
 
 @pytest.mark.parametrize("dtype", REFS.DTYPES)
 @pytest.mark.parametrize("name", list(REFS.TRAPS))
 def test_the_flags_a_user_would_guess_fail(name, dtype):
+    _trap_fails(name, dtype, pinned(name, dtype))
+
+
+def _own_output_passes(name: str, layers: dict[int, dict[str, np.ndarray]]) -> None:
+    for layer, captured in layers.items():
+        assert REFS.ratio(name, layer, captured, rotated=False) <= 1, (name, layer)
+        if "qr" in captured:
+            assert REFS.ratio(name, layer, captured, rotated=True) <= 1, (name, layer)
+
+
+def _trap_fails(name: str, dtype: str, layers: dict[int, dict[str, np.ndarray]]) -> None:
     layer, _ = REFS.TRAPS[name]
-    captured = pinned(name, dtype)[layer]
-    assert REFS.ratio(name, layer, captured, rotated=False, trap=True) >= TRAP_MARGIN[dtype]
+    assert REFS.ratio(name, layer, layers[layer], rotated=False, trap=True) >= TRAP_MARGIN[dtype], name
 
 
 def _save(path: Path, values: np.ndarray) -> Path:
@@ -106,11 +113,20 @@ def test_attn_check_with_the_model_alone_on_the_command_line(attn, tmp_path):
 
 
 @pytest.mark.parametrize("dtype", REFS.DTYPES)
-def test_live_against_transformers(dtype):
-    """The captures made again with transformers in the dtype, bit for bit as pinned."""
+def test_live_captures_pass_and_traps_fail(dtype):
+    """The captures made again here with transformers in the dtype: every family's own
+    output passes and every trap fails, as the pinned ones do. Not bit for bit: torch's
+    float16 and bfloat16 arithmetic differs between CPUs, and a whole model amplifies
+    it layer by layer (made again on an AMD EPYC against pins made on an Intel Xeon:
+    most numbers bit for bit, but the second layer of Gemma and MPT in float16 differs
+    in up to 114 of 512 numbers)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     for name in REFS.NAMES:
+        layers: dict[int, dict[str, np.ndarray]] = {}
         for key, values in REFS.MODEL_REFS.capture(name, dtype).items():
-            case, layer, what = key.split(".")
-            assert np.array_equal(REFS.bits(values), PINNED[f"{case}.{dtype}.{layer}.{what}"]), key
+            _, layer, what = key.split(".")
+            layers.setdefault(int(layer), {})[what] = values
+        _own_output_passes(name, layers)
+        if name in REFS.TRAPS:
+            _trap_fails(name, dtype, layers)

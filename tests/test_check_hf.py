@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pins import LIVE_UNITS, units_apart
 
 from attncli.core import check as check_module
 
@@ -102,7 +103,7 @@ def test_the_pinned_outputs_are_hugging_faces_live(key):
     name, dtype, seed, bug = CASES[key]
     data = {x: m.astype(np.float64) for x, m in pinned(key).items() if x != "out"}
     live = REFS.low(REFS.hf_eager(name, data, dtype, bug), dtype)
-    assert np.array_equal(live.astype(np.float64), pinned(key)["out"].astype(np.float64))
+    assert units_apart(live, pinned(key)["out"]) <= LIVE_UNITS
 
 
 @pytest.mark.parametrize("name", list(REFS.FAMILIES))

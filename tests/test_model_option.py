@@ -346,9 +346,12 @@ def test_explain_shows_the_scaled_frequencies(tmp_path, attn):
 
 
 def test_live_against_transformers():
-    """The captures made again with transformers, as pinned."""
+    """The captures made again with transformers, as pinned: to 1e-12, and where
+    transformers' own steps run in float32 (GPT-J, MPT) to their tolerance, since
+    float32 rounds differently on another CPU (GPT-J's outputs by 3.0e-7 on an AMD
+    EPYC against pins made on an Intel Xeon)."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     for name in NAMES:
         for key, value in refs.capture(name).items():
-            np.testing.assert_allclose(value, REFS[key], rtol=0, atol=1e-12, err_msg=key)
+            np.testing.assert_allclose(value, REFS[key], rtol=0, atol=SCORES_IN_FLOAT32.get(name, 1e-12), err_msg=key)
