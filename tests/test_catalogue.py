@@ -2396,7 +2396,7 @@ CATALOGUE = [
         {"m.gguf": b"GGUF\x03\x00\x00\x00" + bytes(16)},
         ["convert", "{d}/m.gguf", "{d}/out", "-f", "csv"],
         2,
-        "convert writes a folder: -f csv has nothing to write (use table or json)",
+        "--format csv: this command writes table or json",
     ),
 ]
 

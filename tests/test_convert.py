@@ -92,6 +92,16 @@ def test_without_the_models_extra_it_says_what_to_install(attn, ggufs, tmp_path,
     assert list(tmp_path.iterdir()) == []
 
 
+def test_it_names_the_two_formats_it_writes_and_refuses_the_others(attn, ggufs, tmp_path):
+    shown = attn("convert", "--help", env={"COLUMNS": "120"}).stdout
+    assert "--format table|json " in shown and "csv" not in shown
+    for fmt in ("csv", "npy", "safetensors"):
+        assert attn.fails("convert", ggufs["gpt2"], tmp_path / "hf", "-f", fmt, code=2) == (
+            f"--format {fmt}: this command writes table or json"
+        )
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_the_folder_and_the_input_are_never_the_same(attn, ggufs, tmp_path):
     link = tmp_path / "link.gguf"
     link.symlink_to(ggufs["gpt2"])

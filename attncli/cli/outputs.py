@@ -111,15 +111,23 @@ def output_options(
     emit_help: str = "",
     pictures: Sequence[str] = tuple(PICTURES),
     format_help: str = FORMAT_HELP,
+    formats: Sequence[str] = (),
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """Give a command --format, --emit (when it has ``emit`` choices: the matrices its
-    result holds; without --emit the result's first is written, so ``emit_help`` says
-    which that is) and the ``pictures`` it draws, gathered into its parameter
-    ``out: OutputFlags``."""
+    """Give a command --format (every format, or only ``formats``), --emit (when it
+    has ``emit`` choices: the matrices its result holds; without --emit the result's
+    first is written, so ``emit_help`` says which that is) and the ``pictures`` it
+    draws, gathered into its parameter ``out: OutputFlags``."""
     from attncli.cli.groups import option_group
 
+    metavar = "|".join(formats) if formats else None  # None: Typer lists every format
     options: dict[str, tuple[Any, Any]] = {
-        "fmt": (Annotated[Format | None, typer.Option("--format", "-f", help=format_help, show_default=False)], None)
+        "fmt": (
+            Annotated[
+                Format | None,
+                typer.Option("--format", "-f", metavar=metavar, help=format_help, show_default=False),
+            ],
+            None,
+        )
     }
     if emit:
         options["emit"] = (
@@ -132,6 +140,8 @@ def output_options(
 
     def gather(**values: Any) -> OutputFlags:
         flags = OutputFlags.of(values)
+        if formats and flags.fmt is not None and flags.fmt.value not in formats:
+            raise UsageError(f"--format {flags.fmt.value}: this command writes {' or '.join(formats)}")
         if flags.emit is not None and flags.emit not in emit:
             raise UsageError(f"--emit {flags.emit}: this command writes {' or '.join(emit)}")
         return flags

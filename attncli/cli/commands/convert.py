@@ -20,7 +20,11 @@ Examples:
 """
 
 
-@output_options(pictures=(), format_help="table or json. Default: table on a terminal, json in a pipe.")
+@output_options(
+    pictures=(),
+    formats=("table", "json"),
+    format_help="What was written. Default: table on a terminal, json in a pipe.",
+)
 def convert(
     model: Annotated[
         str,
@@ -53,8 +57,6 @@ def convert(
     from attncli.errors import file_error
     from attncli.models.loading import MODEL_MODULES, require_extra
 
-    if out.fmt is not None and out.fmt.value not in ("table", "json"):
-        raise UsageError(f"convert writes a folder: -f {out.fmt.value} has nothing to write", hint="use table or json")
     path = Path(model).expanduser()
     if path.is_dir():
         raise UsageError(
