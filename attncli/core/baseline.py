@@ -293,8 +293,14 @@ class Reference(Baseline):
 def fused(q: np.ndarray, k: np.ndarray, v: np.ndarray, options: AttentionOptions, dtype: np.dtype) -> Baseline:
     """The naive kernel that rounds as a fused one: inputs rounded, RoPE in the working dtype, rounded once."""
     rounded = rounding(dtype)
-    p = prepare(rounded(q), rounded(k), rounded(v), options)  # RoPE in the working dtype...
-    p = replace(p, q=rounded(p.q), k=rounded(p.k), v=rounded(p.v))  # ...then rounded, as a kernel stores it
+    inputs = rounded(q), rounded(k), rounded(v)
+    p = prepare(*inputs, options)  # RoPE in the working dtype...
+
+    def stored(x: np.ndarray) -> np.ndarray:  # ...then rounded, as a kernel stores it; what prepare only
+        # arranged (no RoPE; GQA's K and V) is rounded already, and rounding a view of a broadcast would copy it
+        return x if any(np.may_share_memory(x, m) for m in inputs) else rounded(x)
+
+    p = replace(p, q=stored(p.q), k=stored(p.k), v=stored(p.v))
     return Baseline(p, rounding(dtype, in_place=True), rounded_tiny=smallest_normal(dtype))
 
 
